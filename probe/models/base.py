@@ -1,0 +1,181 @@
+"""The model protocol every objective (built-in or plug-in) implements, and shared helpers.
+
+A model file states its loss and little else; the trainer (``probe.train``) owns loops, devices,
+precision, checkpoints and logging. The contract:
+
+* ``name``                   registry name (``"beta-vae"``)
+* ``default_config()``       every hyperparameter with its default (dict of JSON scalars/lists).
+                             ``num_latent: None`` means "number of ground-truth factors" (Zietlow §5.1).
+* ``presets()``              ``{dataset_name: {key: value}}`` paper hyperparameters per dataset.
+* ``train_defaults``         overrides of the trainer defaults this model needs (e.g. batch size).
+* ``needs_pairs``            True if the batch must carry ``x_next`` (SlowVAE, PCL: Laplace pairs).
+* ``code_kind``              ``"continuous"`` or ``"discrete"`` (quantized models).
+* ``__init__(config, image_shape=(C, H, W), num_factors=K)``
+* ``loss(batch, step) -> (loss, logs)``    scalar loss to minimise and a dict of floats/tensors to log.
+* ``configure_optimizers() -> {name: optimizer}``  default: one Adam over all parameters.
+* ``training_step(batch, step, optimizers) -> logs``  default: zero_grad, loss, backward, step.
+  Models with an adversary (FactorVAE, RTC-VAE, FactorQVAE) override it; the docstring says how
+  many parameter updates one step is.
+* ``encode(x) -> codes [B, D]``  the representation the metrics see (posterior mean for VAEs).
+* ``posterior_variance(x) -> [B, D] | None``  for σ-ordering and active units.
+* ``discrete_codes(x) -> LongTensor [B, D] | None``  integer code indices (quantized models).
+* ``reconstruct(x) -> [B, C, H, W]`` in [0, 1].
+
+Images enter models as float tensors in [0, 1] with layout [B, C, H, W].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from probe.errors import UserError
+
+
+@dataclass
+class Batch:
+    """One training batch. ``x_next`` is the second image of each pair for pair-based models."""
+
+    x: torch.Tensor                       # float [B, C, H, W] in [0, 1]
+    index: torch.Tensor | None = None     # long [B] image indices in the store
+    factors: torch.Tensor | None = None   # long [B, K] factor class indices
+    x_next: torch.Tensor | None = None    # float [B, C, H, W], pairs only
+
+
+ADAM_DEFAULTS = {"lr": 1e-4, "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_eps": 1e-8}  # disentanglement_lib
+
+
+class ProbeModel(nn.Module):
+    name: ClassVar[str] = ""
+    needs_pairs: ClassVar[bool] = False
+    code_kind: ClassVar[str] = "continuous"
+    train_defaults: ClassVar[dict] = {}
+
+    def __init__(self, config: dict, image_shape: tuple[int, int, int], num_factors: int):
+        super().__init__()
+        self.config = dict(config)
+        self.image_shape = tuple(image_shape)
+        self.num_factors = int(num_factors)
+        self.num_latent = int(self.config.get("num_latent") or num_factors)
+
+    # -- configuration ----------------------------------------------------------------------------
+    @classmethod
+    def default_config(cls) -> dict:
+        return {"num_latent": None, "arch": "locatello", **ADAM_DEFAULTS}
+
+    @classmethod
+    def presets(cls) -> dict[str, dict]:
+        return {}
+
+    # -- training ---------------------------------------------------------------------------------
+    def loss(self, batch: Batch, step: int) -> tuple[torch.Tensor, dict[str, Any]]:
+        raise NotImplementedError
+
+    def configure_optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        c = self.config
+        return {"main": torch.optim.Adam(self.parameters(), lr=c["lr"], betas=(c["adam_beta1"], c["adam_beta2"]), eps=c["adam_eps"])}
+
+    def training_step(self, batch: Batch, step: int, optimizers: dict[str, torch.optim.Optimizer]) -> dict[str, Any]:
+        opt = optimizers["main"]
+        opt.zero_grad(set_to_none=True)
+        loss, logs = self.loss(batch, step)
+        loss.backward()
+        opt.step()
+        return {"loss": loss.detach(), **logs}
+
+    # -- representation ---------------------------------------------------------------------------
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def posterior_variance(self, x: torch.Tensor) -> torch.Tensor | None:
+        return None
+
+    def discrete_codes(self, x: torch.Tensor) -> torch.Tensor | None:
+        return None
+
+    def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+# -- shared loss pieces -------------------------------------------------------------------------------
+
+def bernoulli_reconstruction(logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """disentanglement_lib's ``bernoulli_loss``: sigmoid cross entropy summed over pixels, mean over batch."""
+    per_pixel = F.binary_cross_entropy_with_logits(logits.float(), x.float(), reduction="none")
+    return per_pixel.flatten(1).sum(1).mean()
+
+
+def gaussian_kl(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+    """KL(N(mean, exp(logvar)) || N(0, I)) summed over latents, mean over batch."""
+    return (0.5 * (mean.pow(2) + logvar.exp() - logvar - 1).sum(1)).mean()
+
+
+def gaussian_kl_per_latent(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+    return (0.5 * (mean.pow(2) + logvar.exp() - logvar - 1)).mean(0)
+
+
+def reparameterise(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+    return mean + torch.exp(0.5 * logvar) * torch.randn_like(mean)
+
+
+class GaussianVAE(ProbeModel):
+    """Base of every Gaussian-encoder model: encoder -> (mean, logvar), decoder -> logits.
+
+    Subclasses implement ``regularizer(mean, logvar, z, batch, step) -> (penalty, logs)``; the loss is
+    Bernoulli reconstruction + penalty, as ``BaseVAE.model_fn`` in disentanglement_lib.
+    ``encoder`` and ``decoder`` are attributes so that the perturbation stage can freeze one and
+    fine-tune the other.
+    """
+
+    def __init__(self, config: dict, image_shape: tuple[int, int, int], num_factors: int):
+        super().__init__(config, image_shape, num_factors)
+        from probe.models.nets import build_decoder, build_encoder
+
+        self.encoder = build_encoder(self.config.get("arch", "locatello"), image_shape, self.num_latent, gaussian=True)
+        self.decoder = build_decoder(self.config.get("arch", "locatello"), image_shape, self.num_latent)
+
+    def encode_distribution(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.encoder(x)
+
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        """Logits [B, C, H, W]."""
+        return self.decoder(z)
+
+    def regularizer(self, mean, logvar, z, batch: Batch, step: int) -> tuple[torch.Tensor, dict]:
+        raise NotImplementedError
+
+    def loss(self, batch: Batch, step: int):
+        mean, logvar = self.encode_distribution(batch.x)
+        z = reparameterise(mean, logvar)
+        recon = bernoulli_reconstruction(self.decode(z), batch.x)
+        penalty, logs = self.regularizer(mean, logvar, z, batch, step)
+        kl = logs.get("kl")
+        if kl is None:
+            kl = gaussian_kl(mean, logvar)
+        return recon + penalty, {"reconstruction": recon.detach(), "kl": kl.detach(), **logs}
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return self.encode_distribution(x)[0]
+
+    def posterior_variance(self, x: torch.Tensor) -> torch.Tensor:
+        return self.encode_distribution(x)[1].exp()
+
+    def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.decode(self.encode(x)))
+
+
+def resolve_config(model_cls: type[ProbeModel], dataset: str | None = None, overrides: dict | None = None) -> dict:
+    """defaults <- preset for ``dataset`` (if any) <- ``overrides``; unknown keys are a UserError."""
+    config = dict(model_cls.default_config())
+    preset = model_cls.presets().get(dataset or "", {})
+    config.update(preset)
+    for key, value in (overrides or {}).items():
+        if key not in config:
+            known = ", ".join(sorted(config))
+            raise UserError(f"model {model_cls.name!r} has no hyperparameter {key!r} (known: {known})")
+        config[key] = value
+    return config

@@ -1,0 +1,74 @@
+"""Model registry: name -> class. Built-ins are imported lazily; plug-ins come from the entry-point
+group ``probe.models`` or ad hoc as ``package.module:Class``."""
+
+from __future__ import annotations
+
+import importlib
+from importlib import metadata
+
+from probe.errors import UserError
+
+BUILTIN_MODELS: dict[str, str] = {
+    "ae": "probe.models.ae:AE",
+    "beta-vae": "probe.models.beta_vae:BetaVAE",
+    "beta-tcvae": "probe.models.beta_tcvae:BetaTCVAE",
+    "factor-vae": "probe.models.factor_vae:FactorVAE",
+    "dip-vae-i": "probe.models.dip_vae:DIPVAEI",
+    "dip-vae-ii": "probe.models.dip_vae:DIPVAEII",
+    "slow-vae": "probe.models.slow_vae:SlowVAE",
+    "rtc-vae": "probe.models.rtc_vae:RTCVAE",
+    "pcl": "probe.models.pcl:PCL",
+    "linear-vae": "probe.models.linear_vae:LinearVAE",
+    "qlae": "probe.models.qlae:QLAE",
+    "tripod": "probe.models.tripod:Tripod",
+    "factor-qvae": "probe.models.factor_qvae:FactorQVAE",
+    "qvae": "probe.models.factor_qvae:QVAE",
+    "dvae": "probe.models.factor_qvae:DVAE",
+}
+
+ENTRY_POINT_GROUP = "probe.models"
+
+
+def _load_target(target: str, what: str):
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise UserError(f"{what}: expected 'package.module:Class', got {target!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the plug-in's own import error: name it, no traceback
+        raise UserError(f"{what}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise UserError(f"{what}: module {module_name!r} has no attribute {attr!r}") from None
+
+
+def entry_point_models() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available_models() -> list[str]:
+    """Every registered name: built-ins that import on this install, then entry-point plug-ins."""
+    names = [n for n in BUILTIN_MODELS if _builtin_importable(n)]
+    return names + sorted(n for n in entry_point_models() if n not in BUILTIN_MODELS)
+
+
+def _builtin_importable(name: str) -> bool:
+    module_name = BUILTIN_MODELS[name].partition(":")[0]
+    return importlib.util.find_spec(module_name) is not None
+
+
+def get_model_class(name: str):
+    """Resolve a model by registry name, entry-point name or ``module:Class``."""
+    if name in BUILTIN_MODELS:
+        return _load_target(BUILTIN_MODELS[name], f"model {name!r}")
+    eps = entry_point_models()
+    if name in eps:
+        try:
+            return eps[name].load()
+        except Exception as exc:
+            raise UserError(f"plug-in model {name!r} (entry point {eps[name].value}): loading failed: {type(exc).__name__}: {exc}") from None
+    if ":" in name:
+        return _load_target(name, f"plug-in model {name!r}")
+    raise UserError(f"unknown model {name!r}; `probe models list` shows the available ones "
+                    "(or pass a plug-in as package.module:Class)")

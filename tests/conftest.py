@@ -1,0 +1,56 @@
+"""Shared fixtures: small generated stores (no downloads)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+def render_toy_images(factors: np.ndarray, factor_sizes, resolution: int = 16, channels: int = 1) -> np.ndarray:
+    """Deterministic toy renderer: a filled square whose side follows factor 0 (+1) and whose top-left
+    corner follows the last two factors; extra factors (if any) set the intensity of channel k % C.
+    Enough structure for model/trainer tests; the real generators live in probe.data.synth."""
+    n = factors.shape[0]
+    images = np.zeros((n, resolution, resolution, channels), dtype=np.uint8)
+    sizes = np.asarray(factor_sizes)
+    side = 2 + (factors[:, 0] * (resolution // 4)) // max(sizes[0], 1)
+    max_pos = resolution - side
+    px = (factors[:, -2] * max_pos) // max(sizes[-2] - 1, 1)
+    py = (factors[:, -1] * max_pos) // max(sizes[-1] - 1, 1)
+    yy, xx = np.mgrid[:resolution, :resolution]
+    mask = ((xx[None] >= px[:, None, None]) & (xx[None] < (px + side)[:, None, None])
+            & (yy[None] >= py[:, None, None]) & (yy[None] < (py + side)[:, None, None]))
+    for c in range(channels):
+        level = np.full(n, 255)
+        for k in range(1, len(sizes) - 2):
+            if k % channels == c:
+                level = 80 + (factors[:, k] * 175) // max(sizes[k] - 1, 1)
+        images[..., c] = (mask * level[:, None, None]).astype(np.uint8)
+    return images
+
+
+@pytest.fixture
+def make_toy_store(tmp_path):
+    """Factory: ``make_toy_store(factor_sizes=(2, 3, 4, 4), resolution=16, channels=1, name="toy")``."""
+    from probe.data import StateSpace, write_store
+
+    counter = {"n": 0}
+
+    def make(factor_sizes=(2, 3, 4, 4), resolution=16, channels=1, name="toy"):
+        counter["n"] += 1
+        space = StateSpace(factor_sizes)
+        factors = space.all_factors()
+        images = render_toy_images(factors, factor_sizes, resolution, channels)
+        path = tmp_path / f"{name}-{counter['n']}.zarr"
+        return write_store(
+            path, images, factors, name=name,
+            factor_names=[f"f{k}" for k in range(len(factor_sizes))],
+            factor_sizes=list(factor_sizes),
+            factor_values=[np.linspace(0, 1, s).tolist() for s in factor_sizes],
+            origin={"kind": "synthetic", "config": {"generator": "toy"}, "seed": 0},
+        )
+
+    return make
