@@ -1,0 +1,1 @@
+"""Example third-party model for probe (see docs/PLUGINS.md)."""
