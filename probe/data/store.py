@@ -11,6 +11,12 @@ Chunking serves both access patterns: a full sequential load reads whole shard f
 files), while a random batch read touches only the inner chunks (single images) it needs through each
 shard's index. Stores are written under a temporary sibling directory and renamed when complete.
 
+``images`` is stored without compression: zarr-python's per-inner-chunk overhead (~30 µs per zstd call,
+plus its async machinery) capped random reads at ~1k img/s, so the store reads and writes the shard files
+directly (:class:`ShardLayout`: the sharding codec's documented layout, inner chunks followed by an index
+of (offset, nbytes) uint64 pairs and a crc32c) and falls back to zarr for any layout it does not know.
+Plain ``zarr.open_group`` reads every store (tests check the fast path against it); see docs/notes/data.md.
+
 The digest is sha256 over a small header (shapes, dtypes) followed by the C-order bytes of ``images``
 and of ``factors`` (int32, little endian). ``verify`` recomputes it.
 """
@@ -84,6 +90,193 @@ def _validate_meta(factor_names, factor_sizes, factor_values, factors: np.ndarra
             )
 
 
+MAX_UINT64 = np.uint64(2**64 - 1)
+
+
+class ShardLayout:
+    """Direct access to the shard files of a sharded ``uint8`` images array (Zarr v3 ``sharding_indexed``).
+
+    Handles exactly the layout :func:`create_store` writes (one image per inner chunk, inner codecs
+    ``bytes`` optionally followed by ``zstd``, index at the end encoded as little-endian uint64 pairs plus
+    crc32c, default chunk keys); :meth:`from_array_dir` returns None for anything else and callers use zarr.
+    A shard file is ``chunk_0 … chunk_{S-1}`` followed by the index ``[(offset, nbytes)] * S`` and the crc32c
+    of the index; empty chunks have offset = nbytes = 2**64 - 1 and read as the fill value (0).
+    """
+
+    def __init__(self, array_dir: Path, shape, shard_n: int, compressed: bool, separator: str):
+        self.dir = Path(array_dir)
+        self.shape = tuple(int(s) for s in shape)
+        self.image_shape = self.shape[1:]
+        self.chunk_bytes = int(np.prod(self.image_shape))
+        self.shard_n = int(shard_n)
+        self.compressed = compressed
+        self.separator = separator
+        self.num_shards = -(-self.shape[0] // self.shard_n) if self.shape[0] else 0
+        self._index: dict[int, np.ndarray] = {}
+        self._fds: dict[int, int] = {}
+
+    @classmethod
+    def from_array_dir(cls, array_dir) -> "ShardLayout | None":
+        import json
+
+        try:
+            meta = json.loads((Path(array_dir) / "zarr.json").read_text())
+            (codec,) = meta["codecs"]
+            conf = codec["configuration"]
+            shape = meta["shape"]
+            shard_shape = meta["chunk_grid"]["configuration"]["chunk_shape"]
+            key = meta["chunk_key_encoding"]
+            inner = [c["name"] for c in conf["codecs"]]
+            index_codecs = conf["index_codecs"]
+            ok = (meta["data_type"] == "uint8" and meta.get("fill_value", 0) == 0 and len(shape) == 4
+                  and codec["name"] == "sharding_indexed" and conf.get("index_location", "end") == "end"
+                  and list(conf["chunk_shape"]) == [1, *shape[1:]] and list(shard_shape[1:]) == list(shape[1:])
+                  and inner in (["bytes"], ["bytes", "zstd"])
+                  and [c["name"] for c in index_codecs] == ["bytes", "crc32c"]
+                  and index_codecs[0].get("configuration", {}).get("endian", "little") == "little"
+                  and key["name"] == "default")
+            if not ok:
+                return None
+            return cls(Path(array_dir), shape, shard_shape[0], inner == ["bytes", "zstd"],
+                       key.get("configuration", {}).get("separator", "/"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def __getstate__(self):  # file descriptors do not travel to other processes
+        state = dict(self.__dict__)
+        state["_fds"] = {}
+        return state
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds.clear()
+
+    def __del__(self):
+        self.close()
+
+    def shard_path(self, j: int) -> Path:
+        return self.dir / self.separator.join(["c", str(j), "0", "0", "0"])
+
+    def _fd(self, j: int) -> int | None:
+        fd = self._fds.get(j)
+        if fd is None:
+            try:
+                fd = os.open(self.shard_path(j), os.O_RDONLY)
+            except FileNotFoundError:
+                return None
+            if len(self._fds) >= 256:
+                self.close()
+            self._fds[j] = fd
+        return fd
+
+    def index(self, j: int) -> np.ndarray | None:
+        """(offset, nbytes) uint64 [S, 2] of shard j (None when the shard file does not exist)."""
+        idx = self._index.get(j)
+        if idx is None:
+            fd = self._fd(j)
+            if fd is None:
+                return None
+            size = 16 * self.shard_n + 4
+            raw = os.pread(fd, size, os.fstat(fd).st_size - size)
+            if len(raw) != size or _crc32c(raw[:-4]) != int.from_bytes(raw[-4:], "little"):
+                raise UserError(f"{self.shard_path(j)}: shard index is corrupt (checksum mismatch); the store is damaged")
+            idx = np.frombuffer(raw[:-4], dtype="<u8").reshape(self.shard_n, 2)
+            self._index[j] = idx
+        return idx
+
+    def _decode_into(self, data: bytes, dest: np.ndarray) -> None:
+        if self.compressed:
+            import numcodecs
+
+            numcodecs.Zstd().decode(data, out=dest)
+        else:
+            dest.reshape(-1)[:] = np.frombuffer(data, dtype=np.uint8)
+
+    def read_sorted(self, indices: np.ndarray, out: np.ndarray) -> None:
+        """out[p] = image indices[p] for sorted, unique ``indices``."""
+        shards = indices // self.shard_n
+        bounds = np.flatnonzero(np.diff(shards)) + 1
+        for group in np.split(np.arange(indices.size), bounds):
+            j = int(shards[group[0]])
+            idx = self.index(j)
+            if idx is None:
+                out[group] = 0
+                continue
+            fd = self._fds[j]
+            for p in group:
+                off, nb = idx[indices[p] - j * self.shard_n]
+                if off == MAX_UINT64:
+                    out[p] = 0
+                elif not self.compressed and nb == self.chunk_bytes:
+                    if os.preadv(fd, [memoryview(out[p]).cast("B")], int(off)) != nb:
+                        raise UserError(f"{self.shard_path(j)} is truncated; the store is damaged")
+                else:
+                    self._decode_into(os.pread(fd, int(nb), int(off)), out[p])
+
+    def read_range(self, start: int, stop: int, out: np.ndarray) -> None:
+        """out[:] = images[start:stop], reading whole shards at once."""
+        pos = start
+        while pos < stop:
+            j = pos // self.shard_n
+            lo = pos - j * self.shard_n
+            hi = min(stop - j * self.shard_n, self.shard_n, self.shape[0] - j * self.shard_n)
+            dest = out[pos - start: pos - start + (hi - lo)]
+            idx = self.index(j)
+            if idx is None:
+                dest[...] = 0
+            else:
+                offs, nbs = idx[lo:hi, 0], idx[lo:hi, 1]
+                expected = idx[lo, 0] + self.chunk_bytes * np.arange(hi - lo, dtype=np.uint64)
+                if not self.compressed and np.array_equal(offs, expected) and np.all(nbs == self.chunk_bytes):
+                    nbytes = (hi - lo) * self.chunk_bytes  # contiguous, in order: one read straight into out
+                    if os.preadv(self._fds[j], [memoryview(dest).cast("B")], int(offs[0])) != nbytes:
+                        raise UserError(f"{self.shard_path(j)} is truncated; the store is damaged")
+                else:
+                    self.read_sorted(np.arange(j * self.shard_n + lo, j * self.shard_n + hi), dest)
+            pos += hi - lo
+
+    def write_shard(self, j: int, block: np.ndarray) -> None:
+        """Write shard j from ``block`` (all its images: shard_n, or fewer for the last shard). Uncompressed only."""
+        count = block.shape[0]
+        idx = np.full((self.shard_n, 2), MAX_UINT64, dtype="<u8")
+        idx[:count, 0] = np.arange(count, dtype=np.uint64) * np.uint64(self.chunk_bytes)
+        idx[:count, 1] = self.chunk_bytes
+        index_bytes = idx.tobytes()
+        path = self.shard_path(j)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(memoryview(np.ascontiguousarray(block)).cast("B"))
+            f.write(index_bytes)
+            f.write(_crc32c(index_bytes).to_bytes(4, "little"))
+        self._index.pop(j, None)
+        fd = self._fds.pop(j, None)
+        if fd is not None:
+            os.close(fd)
+
+
+def _crc32c(data: bytes) -> int:
+    import google_crc32c  # a zarr dependency (its crc32c codec)
+
+    return int(google_crc32c.value(data))
+
+
+class _FastImages:
+    """Array-like view (shape, [start:stop]) used to digest a store through its shard layout."""
+
+    def __init__(self, layout: ShardLayout):
+        self.layout, self.shape = layout, layout.shape
+
+    def __getitem__(self, sl: slice) -> np.ndarray:
+        start, stop, _ = sl.indices(self.shape[0])
+        out = np.empty((max(stop - start, 0), *self.shape[1:]), dtype=np.uint8)
+        self.layout.read_range(start, stop, out)
+        return out
+
+
 class StoreWriter:
     """Fills the ``images`` array of a store being created; use through :func:`create_store`."""
 
@@ -95,6 +288,8 @@ class StoreWriter:
         self._written = np.zeros(num_images, dtype=bool)
         self._digest = StoreDigest((num_images, *image_shape), tuple(factors_shape))
         self._next_in_order = 0
+        layout = ShardLayout.from_array_dir(_array_dir(self.images)) if _is_local(self.images) else None
+        self._layout = layout if layout is not None and not layout.compressed else None
 
     def write(self, start: int, block: np.ndarray) -> None:
         """Write ``block`` (uint8 [n, H, W, C]) at ``start``. Align blocks to ``shard_size`` for speed."""
@@ -104,7 +299,12 @@ class StoreWriter:
         stop = start + block.shape[0]
         if start < 0 or stop > self.num_images:
             raise ValueError(f"block [{start}, {stop}) outside [0, {self.num_images})")
-        self.images[start:stop] = block
+        if self._layout is not None and start % self.shard_size == 0 and (
+                block.shape[0] % self.shard_size == 0 or stop == self.num_images):
+            for s in range(0, block.shape[0], self.shard_size):  # whole shards: write the files directly
+                self._layout.write_shard((start + s) // self.shard_size, block[s:s + self.shard_size])
+        else:
+            self.images[start:stop] = block
         self._written[start:stop] = True
         if start == self._next_in_order:  # in-order writes hash on the fly; others are re-read at the end
             self._digest.update_images(block)
@@ -118,7 +318,18 @@ class StoreWriter:
             raise UserError(f"store incomplete: {missing} of {self.num_images} images were never written")
         if self._next_in_order == self.num_images:
             return self._digest.finish(factors)
-        return compute_digest(self.images, factors)
+        images = _FastImages(self._layout) if self._layout is not None else self.images
+        return compute_digest(images, factors)
+
+
+def _array_dir(array) -> Path:
+    return Path(str(array.store_path.store.root)) / array.store_path.path
+
+
+def _is_local(array) -> bool:
+    from zarr.storage import LocalStore
+
+    return isinstance(array.store, LocalStore)
 
 
 class _CreateContext:
@@ -137,7 +348,7 @@ class _CreateContext:
             shard = min(max(n, 1), images_per_shard((h, w, c)))
             group.create_array(
                 "images", shape=self.images_shape, dtype="uint8", chunks=(1, h, w, c), shards=(shard, h, w, c),
-                compressors=ZstdCodec(level=1), fill_value=0, dimension_names=("image", "height", "width", "channel"),
+                compressors=None, fill_value=0, dimension_names=("image", "height", "width", "channel"),
             )
             factors_arr = group.create_array(
                 "factors", shape=self.factors.shape, dtype="int32", chunks=(max(1, min(n, 1 << 16)), self.factors.shape[1]),
@@ -261,6 +472,7 @@ class Store:
         self.digest: str = meta["digest"]
         self.state_space = StateSpace(self.factor_sizes)
         self._index_lookup: dict | None = None
+        self._layout = ShardLayout.from_array_dir(_array_dir(self.images)) if _is_local(self.images) else None
 
     # -- shape ----------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -320,8 +532,16 @@ class Store:
         indices = np.asarray(indices, dtype=np.int64)
         if indices.size == 0:
             return np.empty((0, *self.image_shape), dtype=np.uint8)
+        if indices.min() < 0 or indices.max() >= len(self):
+            raise IndexError(f"image indices must lie in [0, {len(self)})")
         uniq, inverse = np.unique(indices, return_inverse=True)
-        block = self.images.get_orthogonal_selection((uniq,))
+        if self._layout is not None:
+            block = np.empty((uniq.size, *self.image_shape), dtype=np.uint8)
+            self._layout.read_sorted(uniq, block)
+        else:
+            block = self.images.get_orthogonal_selection((uniq,))
+        if uniq.size == indices.size and np.array_equal(uniq, indices.reshape(-1)):
+            return block.reshape(*indices.shape, *self.image_shape)
         return block[inverse.reshape(indices.shape)]
 
     def images_of(self, factors: np.ndarray) -> np.ndarray:
@@ -329,7 +549,11 @@ class Store:
 
     def load_numpy(self) -> np.ndarray:
         """The whole images array in memory (uint8 [N, H, W, C])."""
-        return np.asarray(self.images[:])
+        if self._layout is None:
+            return np.asarray(self.images[:])
+        out = np.empty((len(self), *self.image_shape), dtype=np.uint8)
+        self._layout.read_range(0, len(self), out)
+        return out
 
     def load(self, device: str | None = None):
         """The whole images array as a uint8 torch tensor [N, H, W, C] on ``device`` (default cpu)."""
@@ -340,7 +564,8 @@ class Store:
 
     # -- integrity --------------------------------------------------------------------------------
     def compute_digest(self) -> str:
-        return compute_digest(self.images, self.factors)
+        images = _FastImages(self._layout) if self._layout is not None else self.images
+        return compute_digest(images, self.factors)
 
     def verify(self) -> dict:
         """Recompute the content digest and re-check the grid; raises UserError on any mismatch."""

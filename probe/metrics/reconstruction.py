@@ -1,0 +1,34 @@
+"""Reconstruction quality of images in [0, 1].
+
+* ``bce``  — Bernoulli cross-entropy summed over pixels and channels, mean over images (nats/image),
+  the reconstruction term of disentanglement_lib's ``bernoulli_loss``; probabilities are clipped to
+  [1e-7, 1 − 1e-7].
+* ``mse``  — mean squared error per pixel and channel.
+* ``psnr`` — 10·log10(1 / mse) in dB over the whole sample (peak 1), the QLAE tables' measure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def reconstruction_sums(images, reconstructions) -> tuple[float, float, int, int]:
+    """(Σ bce, Σ squared error, number of images, values per image) for streaming accumulation."""
+    x = np.asarray(images, dtype=np.float64)
+    if x.dtype.kind == "u" or np.asarray(images).dtype == np.uint8:
+        x = x / 255.0
+    p = np.clip(np.asarray(reconstructions, dtype=np.float64), 1e-7, 1 - 1e-7)
+    if p.shape != x.shape:
+        raise ValueError(f"reconstructions {p.shape} and images {x.shape} differ in shape")
+    bce = -(x * np.log(p) + (1 - x) * np.log1p(-p))
+    return float(bce.sum()), float(((x - np.asarray(reconstructions, dtype=np.float64)) ** 2).sum()), x.shape[0], int(np.prod(x.shape[1:]))
+
+
+def reconstruction_from_sums(bce_sum: float, se_sum: float, n: int, per_image: int) -> dict:
+    mse = se_sum / (n * per_image)
+    return {"bce": bce_sum / n, "mse": mse, "psnr": float(10 * np.log10(1.0 / mse)) if mse > 0 else float("inf")}
+
+
+def reconstruction(images, reconstructions) -> dict:
+    """``images`` uint8 (0..255) or float in [0, 1]; ``reconstructions`` float in [0, 1], same shape."""
+    return reconstruction_from_sums(*reconstruction_sums(images, reconstructions))

@@ -1,0 +1,441 @@
+"""Step (ii) of Zietlow et al. §4.2–4.4 (Fig. 3): learn the additive manipulation m_ψ(w) adversarially.
+
+Setting. The entangled and disentangled β-VAEs chosen by :func:`probe.perturb.select_restarts` keep
+their encoders frozen and fed with the *original* images x, so their latent codes do not move. Their
+decoders start from the trained weights and keep learning to reconstruct the *manipulated* images
+x' = fold(x + ε·m_ψ(w)) from sampled z. ψ minimises L_rec^ent(x') − L_rec^dis(x'): it makes the
+data cheaper to decode from the entangled code and dearer from the disentangled one.
+
+Losses. L_rec is the loss the β-VAEs were trained with, disentanglement_lib's Bernoulli loss (sigmoid
+cross entropy summed over pixels, mean over images); the paper's Eq. 4 writes a squared error, but
+the models it manipulates were trained with the library's Bernoulli loss, so we keep that. With a
+soft target x' the cross entropy is H(x') + KL(x' ‖ σ(logits)); H(x') is the same for both sides, so
+ψ's objective is a difference of KL terms, and ∂/∂x' of it is (logits_dis − logits_ent): ψ's
+gradient never passes through the decoders, which therefore run without autograd in the ψ step.
+Ensembles (k > 1) average the losses of their members (appendix B.1).
+
+Schedule (appendix B.1). Every step: 3 decoder batches (``decoder_batches_per_step``), each
+reconstructing ``z_samples`` = 5 posterior samples per image, then one ψ batch. Adam with lr 1e-4,
+β = (0.9, 0.999), eps 1e-7 for both ψ and the decoders. The frozen encoders' posteriors are computed
+once for the whole store (they never change), which is cheaper than re-encoding every batch.
+
+Outputs in ``out_dir``: ``config.json`` (resolved config, store and restart digests, code version),
+``checkpoint.pt`` (latest, atomic; ψ, decoders, both optimisers, RNG state), ``losses.jsonl`` (one
+line per logged step), ``done.json`` (last: steps, wall time, reconstruction losses before/after).
+Resuming from the checkpoint continues bit-identically on CPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from probe.errors import UserError
+from probe.perturb.manipulation import ManipulationNet, manipulate, normalised_factors
+from probe.provenance import atomic_path, code_version, digest_json, environment, sha256_file, write_json_atomic
+
+DEFAULT_EPSILON = {"dsprites": 0.1, "shapes3d": 0.175}  # §5.2: "0.1 for dSprites and 0.175 for Shapes3D"
+
+DEFAULT_MANIPULATION_CONFIG = {
+    "steps": 5000,                    # ψ updates (the paper does not state a number)
+    "batch_size": 64,                 # images per batch, disentanglement_lib's batch size
+    "z_samples": 5,                   # posterior samples reconstructed per image (appendix B.1)
+    "decoder_batches_per_step": 3,    # decoder batches per ψ batch (appendix B.1)
+    "lr": 1e-4,                       # Adam, ψ and decoders (appendix B.1)
+    "adam_beta1": 0.9,
+    "adam_beta2": 0.999,
+    "adam_eps": 1e-7,
+    "epsilon": None,                  # None -> DEFAULT_EPSILON[store name]
+    "epsilon_by_dataset": dict(DEFAULT_EPSILON),
+    "input_hidden": [],               # ReLU layers before the one-neuron bottleneck (paper: none)
+    "bottleneck_activation": "none",  # "none" | "tanh"
+    "seed": 0,
+    "checkpoint_every": 500,
+    "log_every": 50,
+    "eval_images": 2048,              # fixed subset for the before/after reconstruction losses
+}
+
+EVAL_BATCH = 256
+
+
+def resolve_manipulation_config(config: dict | None, dataset: str | None) -> dict:
+    """Defaults <- ``config``; unknown keys and bad values are UserErrors; fills ``epsilon``."""
+    cfg = copy.deepcopy(DEFAULT_MANIPULATION_CONFIG)
+    for key, value in (config or {}).items():
+        if key not in cfg:
+            raise UserError(f"unknown manipulation setting {key!r} (known: {', '.join(sorted(cfg))})")
+        cfg[key] = value
+    if cfg["epsilon"] is None:
+        eps = cfg["epsilon_by_dataset"].get(dataset or "")
+        if eps is None:
+            raise UserError(f"no default epsilon for dataset {dataset!r} (known: {', '.join(sorted(cfg['epsilon_by_dataset']))}); "
+                            "pass epsilon explicitly")
+        cfg["epsilon"] = eps
+    try:
+        cfg["epsilon"] = float(cfg["epsilon"])
+        for key in ("steps", "batch_size", "z_samples", "decoder_batches_per_step", "seed", "checkpoint_every",
+                    "log_every", "eval_images"):
+            cfg[key] = int(cfg[key])
+        for key in ("lr", "adam_beta1", "adam_beta2", "adam_eps"):
+            cfg[key] = float(cfg[key])
+        cfg["input_hidden"] = [int(h) for h in cfg["input_hidden"]]
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"bad manipulation setting: {exc}") from None
+    if not 0 < cfg["epsilon"] <= 1:
+        raise UserError(f"epsilon must be in (0, 1], got {cfg['epsilon']}")
+    for key in ("steps", "batch_size", "z_samples", "decoder_batches_per_step", "checkpoint_every", "log_every", "eval_images"):
+        if cfg[key] < 1:
+            raise UserError(f"{key} must be at least 1, got {cfg[key]}")
+    if cfg["bottleneck_activation"] not in ("none", "tanh"):
+        raise UserError(f"bottleneck_activation must be 'none' or 'tanh', got {cfg['bottleneck_activation']!r}")
+    return cfg
+
+
+# -- loading the restarts -------------------------------------------------------------------------------
+
+def _run_store_digest(run_config: dict) -> str | None:
+    store = run_config.get("store")
+    if isinstance(store, dict):
+        return store.get("digest")
+    return run_config.get("store_digest")
+
+
+def _load_restart(run_dir, store, device):
+    from probe.train import load_run
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "done.json").exists():
+        raise UserError(f"{run_dir} is not a complete training run (no done.json)")
+    model, run_config = load_run(run_dir, device="cpu")
+    if not (hasattr(model, "encode_distribution") and hasattr(model, "decoder")):
+        raise UserError(f"{run_dir}: the manipulation needs Gaussian VAEs with .encode_distribution and .decoder "
+                        f"(e.g. beta-vae), got {type(model).__name__}")
+    digest = _run_store_digest(run_config)
+    if digest is not None and digest != store.digest:
+        raise UserError(f"{run_dir} was trained on a different store (digest {digest[:12]}…) than {store.path} "
+                        f"({store.digest[:12]}…); the restarts must come from the store being manipulated")
+    c, h, w = tuple(model.image_shape)
+    if (h, w, c) != store.image_shape:
+        raise UserError(f"{run_dir}: model images are {h}×{w}×{c}, the store's are {store.image_shape}")
+    model.to(device).eval()
+    return model
+
+
+@torch.no_grad()
+def _encode_store(model, images_u8: torch.Tensor, batch: int = 1024):
+    means, logvars = [], []
+    for start in range(0, images_u8.shape[0], batch):
+        x = images_u8[start:start + batch].permute(0, 3, 1, 2).float() / 255.0
+        mean, logvar = model.encode_distribution(x)
+        means.append(mean.float())
+        logvars.append(logvar.float())
+    return torch.cat(means), torch.cat(logvars)
+
+
+class _Side:
+    """The frozen posteriors and trainable decoders of one side (entangled or disentangled)."""
+
+    def __init__(self, models, images_u8):
+        self.decoders = []
+        self.posteriors = []
+        for model in models:
+            self.posteriors.append(_encode_store(model, images_u8))
+            decoder = copy.deepcopy(model.decoder)
+            decoder.train()
+            for p in decoder.parameters():
+                p.requires_grad_(True)
+            self.decoders.append(decoder)
+
+    def logits(self, idx: torch.Tensor, noise_list):
+        """Logits [S·B, C, H, W] of each decoder for z = μ + σ·noise (noise [S, B, D] per member)."""
+        out = []
+        for decoder, (mean, logvar), noise in zip(self.decoders, self.posteriors, noise_list):
+            z = mean[idx].unsqueeze(0) + torch.exp(0.5 * logvar[idx]).unsqueeze(0) * noise
+            out.append(decoder(z.reshape(-1, z.shape[-1])))
+        return out
+
+    def draw_noise(self, batch: int, samples: int, generator: torch.Generator, device):
+        return [torch.randn((samples, batch, mean.shape[1]), generator=generator).to(device) for mean, _ in self.posteriors]
+
+
+def _bce(logits: torch.Tensor, target: torch.Tensor, samples: int) -> torch.Tensor:
+    """Bernoulli loss of ``samples`` stacked reconstructions against one target each: sum over pixels, mean over rest."""
+    target = target.unsqueeze(0).expand(samples, *target.shape).reshape(logits.shape)
+    return F.binary_cross_entropy_with_logits(logits, target, reduction="none").flatten(1).sum(1).mean()
+
+
+def _entropy(x: torch.Tensor) -> torch.Tensor:
+    """Per-image Bernoulli entropy of soft targets, summed over pixels, mean over images."""
+    return (-(torch.xlogy(x, x) + torch.xlogy(1 - x, 1 - x))).flatten(1).sum(1).mean()
+
+
+def _batch(images_u8, idx):
+    return images_u8[idx].permute(0, 3, 1, 2).float() / 255.0
+
+
+# -- training -------------------------------------------------------------------------------------------
+
+def train_manipulation(store_path, entangled_runs, disentangled_runs, out_dir, config: dict | None = None, *,
+                       resume: bool = True, progress: bool = True, device: str | None = None) -> Path:
+    """Train m_ψ against frozen-encoder β-VAE pairs; returns ``out_dir`` (see the module docstring).
+
+    ``entangled_runs`` / ``disentangled_runs``: run directories of complete β-VAE runs on ``store_path``
+    (one each, or k each for ensembles). ``config``: overrides of :data:`DEFAULT_MANIPULATION_CONFIG`.
+    A complete ``out_dir`` (done.json) with the same inputs is returned as is; an incomplete one is
+    resumed from its checkpoint when ``resume`` (else UserError).
+    """
+    from probe.data import open_store
+
+    store = open_store(store_path)
+    cfg = resolve_manipulation_config(config, store.name)
+    entangled_runs = [str(Path(r)) for r in entangled_runs]
+    disentangled_runs = [str(Path(r)) for r in disentangled_runs]
+    if not entangled_runs or not disentangled_runs:
+        raise UserError("need at least one entangled and one disentangled run")
+    overlap = set(entangled_runs) & set(disentangled_runs)
+    if overlap:
+        raise UserError(f"a run cannot be both entangled and disentangled: {', '.join(sorted(overlap))}")
+    out = Path(out_dir)
+    identity = {
+        "config": cfg,
+        "store": {"path": str(store.path), "digest": store.digest, "name": store.name},
+        "entangled": entangled_runs,
+        "disentangled": disentangled_runs,
+        "restart_digests": {r: _restart_digest(r) for r in entangled_runs + disentangled_runs},
+    }
+    record = {**identity, "identity_digest": digest_json(identity), "code_version": code_version(),
+              "environment": environment(), "image_shape": list(store.image_shape),
+              "factor_sizes": store.factor_sizes, "factor_names": store.factor_names}
+    if out.exists():
+        existing = _read_json(out / "config.json") if (out / "config.json").exists() else None
+        if existing is None or existing.get("identity_digest") != record["identity_digest"]:
+            raise UserError(f"{out} exists and holds a different manipulation run (or none); choose another --out")
+        if (out / "done.json").exists():
+            return out
+        if not resume:
+            raise UserError(f"{out} holds an unfinished manipulation run; resume it or remove the folder")
+    else:
+        if not out.parent.exists():
+            raise UserError(f"the folder {out.parent} does not exist; create it first")
+        with atomic_path(out) as tmp:
+            tmp.mkdir()
+            write_json_atomic(tmp / "config.json", record)
+
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    _Trainer(store, cfg, entangled_runs, disentangled_runs, out, device, progress).run()
+    return out
+
+
+def _restart_digest(run_dir) -> str | None:
+    """sha256 of the restart's checkpoint: the weights the manipulation starts from."""
+    path = Path(run_dir) / "checkpoint.pt"
+    return sha256_file(path) if path.exists() else None
+
+
+def _read_json(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"cannot read {path}: {exc}") from None
+
+
+class _Trainer:
+    def __init__(self, store, cfg, entangled_runs, disentangled_runs, out, device, progress):
+        self.store, self.cfg, self.out, self.device, self.progress = store, cfg, out, device, progress
+        self.images = store.load(device)
+        self.w = normalised_factors(store.factors, store.factor_sizes).to(device)
+        ent_models = [_load_restart(r, store, device) for r in entangled_runs]
+        dis_models = [_load_restart(r, store, device) for r in disentangled_runs]
+        self.ent = _Side(ent_models, self.images)
+        self.dis = _Side(dis_models, self.images)
+        del ent_models, dis_models
+        c = (store.image_shape[2], store.image_shape[0], store.image_shape[1])
+        with torch.random.fork_rng(devices=[]):  # ψ's initialisation is seeded without touching the caller's RNG
+            torch.manual_seed(cfg["seed"])
+            self.net = ManipulationNet(store.num_factors, c, cfg["input_hidden"], cfg["bottleneck_activation"]).to(device)
+        adam = dict(lr=cfg["lr"], betas=(cfg["adam_beta1"], cfg["adam_beta2"]), eps=cfg["adam_eps"])
+        self.opt_m = torch.optim.Adam(self.net.parameters(), **adam)
+        self.opt_dec = torch.optim.Adam([p for d in self.ent.decoders + self.dis.decoders for p in d.parameters()], **adam)
+        self.generator = torch.Generator().manual_seed(cfg["seed"] + 1)
+        self.step = 0
+        self.elapsed = 0.0
+        eval_rng = np.random.RandomState(cfg["seed"] + 2)
+        n_eval = min(cfg["eval_images"], store.num_images)
+        self.eval_idx = torch.from_numpy(np.sort(eval_rng.choice(store.num_images, n_eval, replace=False))).to(device)
+
+    # -- state ------------------------------------------------------------------------------------
+    def state(self) -> dict:
+        return {"step": self.step, "elapsed": self.elapsed, "manipulation": self.net.state_dict(),
+                "decoders_entangled": [d.state_dict() for d in self.ent.decoders],
+                "decoders_disentangled": [d.state_dict() for d in self.dis.decoders],
+                "opt_m": self.opt_m.state_dict(), "opt_dec": self.opt_dec.state_dict(),
+                "generator": self.generator.get_state(), "epsilon": self.cfg["epsilon"],
+                "net": {"num_factors": self.store.num_factors, "image_shape": [self.store.image_shape[2], *self.store.image_shape[:2]],
+                        "input_hidden": self.cfg["input_hidden"], "bottleneck_activation": self.cfg["bottleneck_activation"]}}
+
+    def load(self, state: dict) -> None:
+        self.step, self.elapsed = int(state["step"]), float(state["elapsed"])
+        self.net.load_state_dict(state["manipulation"])
+        for d, s in zip(self.ent.decoders, state["decoders_entangled"]):
+            d.load_state_dict(s)
+        for d, s in zip(self.dis.decoders, state["decoders_disentangled"]):
+            d.load_state_dict(s)
+        self.opt_m.load_state_dict(state["opt_m"])
+        self.opt_dec.load_state_dict(state["opt_dec"])
+        self.generator.set_state(state["generator"])
+
+    def save_checkpoint(self) -> None:
+        with atomic_path(self.out / "checkpoint.pt", overwrite=True) as tmp:
+            torch.save(self.state(), tmp)
+
+    # -- one step -----------------------------------------------------------------------------------
+    def _draw(self):
+        idx = torch.randint(self.store.num_images, (self.cfg["batch_size"],), generator=self.generator).to(self.device)
+        samples = self.cfg["z_samples"]
+        b = idx.shape[0]
+        return idx, self.ent.draw_noise(b, samples, self.generator, self.device), self.dis.draw_noise(b, samples, self.generator, self.device)
+
+    def decoder_step(self) -> tuple[float, float]:
+        idx, noise_ent, noise_dis = self._draw()
+        with torch.no_grad():
+            x_mod = manipulate(_batch(self.images, idx), self.net(self.w[idx]), self.cfg["epsilon"])
+        s = self.cfg["z_samples"]
+        losses_ent = [_bce(l, x_mod, s) for l in self.ent.logits(idx, noise_ent)]
+        losses_dis = [_bce(l, x_mod, s) for l in self.dis.logits(idx, noise_dis)]
+        self.opt_dec.zero_grad(set_to_none=True)
+        # each decoder minimises its own loss; their parameters are disjoint, so one summed backward suffices
+        torch.stack(losses_ent + losses_dis).sum().backward()
+        self.opt_dec.step()
+        return float(torch.stack(losses_ent).detach().mean()), float(torch.stack(losses_dis).detach().mean())
+
+    def objective(self, idx, noise_ent, noise_dis):
+        """(L_rec^ent(x'), L_rec^dis(x'), L_rec^ent − L_rec^dis) on one batch, differentiable in ψ only."""
+        with torch.no_grad():  # ψ's gradient reaches x' only as the decoders' target
+            logits_ent = self.ent.logits(idx, noise_ent)
+            logits_dis = self.dis.logits(idx, noise_dis)
+        x_mod = manipulate(_batch(self.images, idx), self.net(self.w[idx]), self.cfg["epsilon"])
+        s = self.cfg["z_samples"]
+        loss_ent = torch.stack([_bce(l, x_mod, s) for l in logits_ent]).mean()
+        loss_dis = torch.stack([_bce(l, x_mod, s) for l in logits_dis]).mean()
+        return loss_ent, loss_dis, loss_ent - loss_dis
+
+    def manipulation_step(self) -> tuple[float, float, float]:
+        loss_ent, loss_dis, objective = self.objective(*self._draw())
+        self.opt_m.zero_grad(set_to_none=True)
+        objective.backward()
+        self.opt_m.step()
+        return float(loss_ent), float(loss_dis), float(objective)
+
+    # -- evaluation ---------------------------------------------------------------------------------
+    @torch.no_grad()
+    def evaluate(self, manipulated: bool) -> dict:
+        """Mean Bernoulli loss of each side's decoders on the fixed eval subset (fixed z noise)."""
+        g = torch.Generator().manual_seed(self.cfg["seed"] + 3)
+        s = self.cfg["z_samples"]
+        totals = {"entangled": 0.0, "disentangled": 0.0, "target_entropy": 0.0}
+        n = self.eval_idx.shape[0]
+        for start in range(0, n, EVAL_BATCH):
+            idx = self.eval_idx[start:start + EVAL_BATCH]
+            x = _batch(self.images, idx)
+            if manipulated:
+                x = manipulate(x, self.net(self.w[idx]), self.cfg["epsilon"])
+            for name, side in (("entangled", self.ent), ("disentangled", self.dis)):
+                logits = side.logits(idx, side.draw_noise(idx.shape[0], s, g, self.device))
+                totals[name] += float(torch.stack([_bce(l, x, s) for l in logits]).mean()) * idx.shape[0]
+            totals["target_entropy"] += float(_entropy(x)) * idx.shape[0]
+        res = {k: v / n for k, v in totals.items()}
+        # BCE − H(target) = KL(target ‖ reconstruction): zero for a perfect decoder, comparable across x and x'
+        res["entangled_excess"] = res["entangled"] - res["target_entropy"]
+        res["disentangled_excess"] = res["disentangled"] - res["target_entropy"]
+        res["dis_minus_ent"] = res["disentangled"] - res["entangled"]
+        return res
+
+    # -- loop ---------------------------------------------------------------------------------------
+    def run(self) -> None:
+        cfg, out = self.cfg, self.out
+        ckpt = out / "checkpoint.pt"
+        if ckpt.exists():
+            self.load(torch.load(ckpt, map_location=self.device, weights_only=False))
+            _truncate_log(out / "losses.jsonl", self.step)
+            before = _read_json(out / "before.json")
+        else:
+            before = self.evaluate(manipulated=False)
+            write_json_atomic(out / "before.json", before)
+            _truncate_log(out / "losses.jsonl", 0)
+        bar = None
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=cfg["steps"], initial=self.step, desc="manipulation", unit="step")
+        acc = np.zeros(5)
+        count = 0
+        t0 = time.perf_counter()
+        with open(out / "losses.jsonl", "a") as log:
+            while self.step < cfg["steps"]:
+                dec = np.mean([self.decoder_step() for _ in range(cfg["decoder_batches_per_step"])], axis=0)
+                m_ent, m_dis, objective = self.manipulation_step()
+                self.step += 1
+                acc += (dec[0], dec[1], m_ent, m_dis, objective)
+                count += 1
+                if self.step % cfg["log_every"] == 0 or self.step == cfg["steps"]:
+                    a = acc / count
+                    log.write(json.dumps({"step": self.step, "decoder_rec_entangled": a[0], "decoder_rec_disentangled": a[1],
+                                          "rec_entangled": a[2], "rec_disentangled": a[3], "objective": a[4]}) + "\n")
+                    log.flush()
+                    acc[:] = 0
+                    count = 0
+                if self.step % cfg["checkpoint_every"] == 0 or self.step == cfg["steps"]:
+                    self.elapsed += time.perf_counter() - t0
+                    t0 = time.perf_counter()
+                    self.save_checkpoint()
+                if bar is not None:
+                    bar.update(1)
+        if bar is not None:
+            bar.close()
+        after = self.evaluate(manipulated=True)
+        final = {"before": before, "after": after, "epsilon": cfg["epsilon"],
+                 "entangled_cheaper_after": after["entangled"] < after["disentangled"]}
+        write_json_atomic(out / "done.json", {"steps": self.step, "wall_time_s": self.elapsed, "final": final,
+                                              "checkpoint_sha256": sha256_file(ckpt)}, overwrite=False)
+
+
+def _truncate_log(path: Path, step: int) -> None:
+    """Keep only log lines up to ``step`` (a resumed run rewrites what followed its checkpoint)."""
+    lines = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip() and json.loads(line)["step"] <= step:
+                lines.append(line)
+    with atomic_path(path, overwrite=True) as tmp:
+        tmp.write_text("".join(l + "\n" for l in lines))
+
+
+# -- loading a trained manipulation ----------------------------------------------------------------------
+
+def load_manipulation(manipulation_dir, device: str = "cpu") -> tuple[ManipulationNet, dict]:
+    """The trained m_ψ (eval mode) and ``{"config", "store", "checkpoint_sha256", "epsilon", ...}``."""
+    d = Path(manipulation_dir)
+    if not (d / "done.json").exists():
+        raise UserError(f"{d} is not a finished manipulation run (no done.json); run `probe perturb train` first")
+    record = _read_json(d / "config.json")
+    done = _read_json(d / "done.json")
+    ckpt = d / "checkpoint.pt"
+    digest = sha256_file(ckpt)
+    if digest != done.get("checkpoint_sha256"):
+        raise UserError(f"{ckpt} does not match the checksum in done.json; the manipulation run is corrupt")
+    state = torch.load(ckpt, map_location=device, weights_only=False)
+    spec = state["net"]
+    net = ManipulationNet(spec["num_factors"], tuple(spec["image_shape"]), spec["input_hidden"], spec["bottleneck_activation"])
+    net.load_state_dict(state["manipulation"])
+    net.to(device).eval()
+    info = {"dir": str(d), "config": record["config"], "store": record["store"], "checkpoint_sha256": digest,
+            "identity_digest": record["identity_digest"], "epsilon": float(state["epsilon"]),
+            "entangled": record["entangled"], "disentangled": record["disentangled"], "final": done.get("final")}
+    return net, info

@@ -1,0 +1,94 @@
+"""``probe pipeline list | show | run | status``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from probe.errors import UserError
+
+PRESETS_HELP = "smoke (tiny, every stage, minutes), quick (CPU, under an hour), paper (GPU, official data)"
+
+
+@click.group()
+def pipeline():
+    """Staged pipelines (cached by digest, resumable, executed on dask.distributed)."""
+
+
+@pipeline.command("list")
+def list_cmd():
+    """The pipelines in pipelines/*.toml with their presets."""
+    from probe.pipeline.config import load_definition, pipeline_files
+
+    for name in pipeline_files():
+        _, raw = load_definition(name)
+        click.echo(f"{name:<20} presets: {', '.join(raw.get('presets', {}))}")
+
+
+@pipeline.command()
+@click.argument("name")
+@click.option("--preset", default="smoke", show_default=True, help=PRESETS_HELP)
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a config value (dotted key)")
+def show(name, preset, sets):
+    """Print the resolved plan of NAME: stages, jobs, estimated work, every config value."""
+    from probe.cli import parse_set_options
+    from probe.pipeline import format_plan, plan_pipeline
+
+    click.echo(format_plan(plan_pipeline(name, preset=preset, overrides=parse_set_options(sets))))
+
+
+@pipeline.command()
+@click.argument("name")
+@click.option("--preset", default="smoke", show_default=True, help=PRESETS_HELP)
+@click.option("--workdir", required=True, type=click.Path(file_okay=False), help="where stages, logs and results go")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="dask scheduler address (tcp://host:8786); 'synchronous' runs jobs in this process; "
+                   "default: a LocalCluster sized to this machine")
+@click.option("--workers", type=int, default=None, help="LocalCluster workers (default: one per GPU, else cores/2)")
+@click.option("--until", default=None, metavar="STAGE", help="stop after this stage")
+@click.option("--force", default=None, metavar="STAGE", help="recompute this stage and everything after it")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a config value (dotted key)")
+@click.option("--quiet", is_flag=True, help="no progress lines")
+def run(name, preset, workdir, scheduler, workers, until, force, sets, quiet):
+    """Run (or resume) pipeline NAME in WORKDIR; finished stages and jobs are reused."""
+    from probe.cli import parse_set_options
+    from probe.pipeline import StageFailed, run_pipeline
+
+    try:
+        result = run_pipeline(name, workdir=workdir, preset=preset, overrides=parse_set_options(sets),
+                              scheduler=scheduler, workers=workers, until=until, force=force, progress=not quiet)
+    except StageFailed as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    if not quiet:
+        report = result.workdir / "report_inputs.json"
+        if report.exists():
+            click.echo(f"report inputs: {report}")
+
+
+@pipeline.command()
+@click.argument("workdir", type=click.Path(exists=True, file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def status(workdir, as_json):
+    """What is done, running and failed in WORKDIR."""
+    from probe.pipeline.engine import workdir_status
+
+    st = workdir_status(workdir)
+    if as_json:
+        click.echo(json.dumps(st, indent=2))
+        return
+    who = f"running (pid {st['running_pid']})" if st["running_pid"] else "not running"
+    click.echo(f"{st['pipeline']} preset {st['preset']} in {st['workdir']}: {who}; started {st['started']}")
+    for s in st["stages"]:
+        extra = []
+        if s["running"]:
+            extra.append(f"running: {', '.join(s['running'])}")
+        if s["interrupted"]:
+            extra.append(f"interrupted: {len(s['interrupted'])}")
+        click.echo(f"  {s['name']:<12} {s['state']:<9} {s['done']}/{s['total']} jobs  {'; '.join(extra)}")
+        for f in s["failed"]:
+            click.echo(f"      FAILED {f['job']}: {f['error']}  (log: {f['log']})")
+    if not st["stages"]:
+        raise UserError("the plan holds no stages")

@@ -1,0 +1,129 @@
+"""Pipeline definitions: TOML files in ``pipelines/`` with a base config and ``[presets.NAME]`` overrides.
+
+Resolution: base tables <- ``presets.<preset>`` (deep merge) <- ``--set key=value`` (dotted keys into the
+resolved config). ``--set`` may only replace keys that exist, except inside the free-form tables named
+in ``free_form`` (e.g. ``retrain.model_config``: per-model hyperparameter overrides, checked later by
+the model itself); anything else is a UserError before any work starts.
+"""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from probe.errors import UserError
+
+PIPELINES_DIR = Path(__file__).resolve().parents[2] / "pipelines"
+RESERVED = ("presets", "free_form")
+
+
+def pipeline_files() -> dict[str, Path]:
+    if not PIPELINES_DIR.is_dir():
+        return {}
+    return {p.stem: p for p in sorted(PIPELINES_DIR.glob("*.toml"))}
+
+
+def load_definition(name: str) -> tuple[str, dict]:
+    """(pipeline name, raw TOML dict) for a name in ``pipelines/`` or a path to a .toml file."""
+    files = pipeline_files()
+    if name in files:
+        path = files[name]
+    elif name.endswith(".toml") and Path(name).is_file():
+        path = Path(name)
+    else:
+        known = ", ".join(files) or "(none found)"
+        raise UserError(f"unknown pipeline {name!r}; known pipelines: {known} (or pass a path to a .toml file)")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: invalid TOML: {exc}") from None
+    return raw.get("pipeline", {}).get("name", path.stem), raw
+
+
+def deep_merge(base: dict, over: dict, *, where: str = "", strict: bool = False, free: tuple = ()) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        dotted = f"{where}.{key}" if where else key
+        if strict and key not in out and not _is_free(where, free):
+            raise UserError(f"unknown config key {dotted!r}")
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value, where=dotted, strict=strict, free=free)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _is_free(where: str, free: tuple) -> bool:
+    return any(where == f or where.startswith(f + ".") for f in free)
+
+
+def resolve(name: str, preset: str, overrides: dict[str, Any] | None = None) -> dict:
+    """The resolved config of pipeline ``name`` under ``preset`` with dotted ``overrides`` applied."""
+    pipeline_name, raw = load_definition(name)
+    presets = raw.get("presets", {})
+    if preset not in presets:
+        raise UserError(f"pipeline {pipeline_name!r} has no preset {preset!r}; its presets: {', '.join(presets) or '(none)'}")
+    free = tuple(raw.get("free_form", []))
+    base = {k: v for k, v in raw.items() if k not in RESERVED}
+    config = deep_merge(base, presets[preset], strict=True, free=free)
+    for key, value in (overrides or {}).items():
+        set_dotted(config, key, value, free)
+    config.setdefault("pipeline", {})
+    config["pipeline"]["name"] = pipeline_name
+    config["pipeline"]["preset"] = preset
+    return config
+
+
+def set_dotted(config: dict, key: str, value: Any, free: tuple = ()) -> None:
+    parts = key.split(".")
+    node = config
+    for i, part in enumerate(parts[:-1]):
+        where = ".".join(parts[: i + 1])
+        if part not in node:
+            if _is_free(".".join(parts[:i]), free):
+                node[part] = {}
+            else:
+                raise UserError(f"--set {key}: unknown config key {where!r}; `probe pipeline show` lists the keys")
+        if not isinstance(node[part], dict):
+            raise UserError(f"--set {key}: {where!r} is a value, not a table")
+        node = node[part]
+    leaf = parts[-1]
+    parent = ".".join(parts[:-1])
+    if leaf not in node and not _is_free(parent, free):
+        raise UserError(f"--set {key}: unknown config key {key!r}; `probe pipeline show` lists the keys")
+    old = node.get(leaf)
+    if isinstance(old, dict) and not isinstance(value, dict):
+        raise UserError(f"--set {key}: {key!r} is a table; set one of its keys ({', '.join(old) or 'none'})")
+    if isinstance(old, list) and not isinstance(value, list):
+        if isinstance(value, str):  # allow comma-separated lists: --set retrain.models=ae,pcl
+            value = [_scalar(v) for v in value.split(",") if v]
+        else:
+            value = [value]
+    if isinstance(old, bool) and not isinstance(value, bool):
+        raise UserError(f"--set {key}: expected true or false, got {value!r}")
+    if isinstance(old, (int, float)) and not isinstance(old, bool) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise UserError(f"--set {key}: expected a number, got {value!r}")
+    node[leaf] = value
+
+
+def _scalar(text: str):
+    import json
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
+    """Dotted key -> value (leaves), for ``show``."""
+    out = {}
+    for key, value in config.items():
+        dotted = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, dotted))
+        else:
+            out[dotted] = value
+    return out

@@ -1,0 +1,497 @@
+"""``make_report``: report_inputs.json (one or more workdirs) -> Markdown + HTML + PNG figures.
+
+Layout of the output folder: ``report.md``, ``report.html`` (self-contained), ``figures/*.png``,
+``summary.json`` (the numbers behind the tables and verdicts). Missing pieces of the inputs
+(no robustness runs, no restarts, unloadable run directories, no linear-PCA result) are stated in
+the report instead of failing it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from probe.errors import UserError
+from probe.report import figures as fig
+from probe.report.document import Document
+from probe.report.inputs import (
+    METRIC_BY_KEY, VARIANTS, load_inputs, metric_value, model_order, present_metrics, resolve_path, values_by_group,
+)
+from probe.report.stats import ALPHA, MARGIN, compare, verdict, verdict_rule_text
+
+REPORT_FILES = ("report.md", "report.html")
+
+
+def _fmt(x, digits: int = 2) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{x:.{digits}f}"
+
+
+def _fmt_p(p) -> str:
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "—"
+    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
+
+
+def _cell(vals) -> str:
+    if not vals:
+        return "—"
+    if len(vals) == 1:
+        return f"{vals[0]:.2f} (n=1)"
+    return f"{np.mean(vals):.2f} ± {np.std(vals, ddof=1):.2f}"
+
+
+def _change(c: dict | None) -> str:
+    if c is None:
+        return "no runs"
+    lo, hi = c["ci"]
+    ci = "" if math.isnan(lo) else f" [{lo:+.2f}, {hi:+.2f}]"
+    return f"{c['delta']:+.2f}{ci}, p={_fmt_p(c['p'])}"
+
+
+def _check_out_dir(out_dir: Path) -> None:
+    if out_dir.exists():
+        if not out_dir.is_dir():
+            raise UserError(f"{out_dir} exists and is not a folder")
+        entries = [p.name for p in out_dir.iterdir()]
+        if entries and "report.md" not in entries:
+            raise UserError(f"{out_dir} exists, is not empty and holds no earlier report; choose another --out")
+    elif not out_dir.parent.exists():
+        raise UserError(f"the folder {out_dir.parent} does not exist; create it first")
+
+
+def make_report(workdir, out_dir=None, *, primary_metric: str = "mig", load_runs: bool = True,
+                nmi_samples: int = 2000, seed: int = 0) -> dict:
+    """Write the report for ``workdir`` (or a list of workdirs: one column group per dataset) into
+    ``out_dir`` (default ``WORKDIR/report``). Returns {"markdown", "html", "figures", "summary"} paths.
+    ``load_runs``: load restart models from their run dirs for NMI heatmaps and traversals."""
+    from probe.provenance import atomic_path
+
+    workdirs = [workdir] if isinstance(workdir, (str, Path)) else list(workdir)
+    if not workdirs:
+        raise UserError("no workdir given")
+    all_inputs = [load_inputs(w) for w in workdirs]
+    if primary_metric not in METRIC_BY_KEY:
+        raise UserError(f"unknown primary metric {primary_metric!r}; known: {', '.join(METRIC_BY_KEY)}")
+    out_dir = Path(out_dir) if out_dir is not None else Path(all_inputs[0]["_workdir"]) / "report"
+    _check_out_dir(out_dir)
+    with atomic_path(out_dir, overwrite=True) as tmp:
+        tmp.mkdir()
+        (tmp / "figures").mkdir()
+        builder = _Builder(all_inputs, tmp, primary_metric=primary_metric, load_runs=load_runs,
+                           nmi_samples=nmi_samples, seed=seed)
+        doc = builder.build()
+        (tmp / "report.md").write_text(doc.to_markdown(tmp))
+        (tmp / "report.html").write_text(doc.to_html())
+        (tmp / "summary.json").write_text(json.dumps(builder.summary, indent=2, default=str) + "\n")
+        figure_names = [p.name for p in builder.figures]
+    return {"markdown": out_dir / "report.md", "html": out_dir / "report.html",
+            "figures": [out_dir / "figures" / n for n in figure_names], "summary": out_dir / "summary.json"}
+
+
+class _Builder:
+    def __init__(self, all_inputs, out, *, primary_metric, load_runs, nmi_samples, seed):
+        self.all_inputs = all_inputs
+        self.out = out
+        self.fig_dir = out / "figures"
+        self.primary = primary_metric
+        self.load_runs = load_runs
+        self.nmi_samples = nmi_samples
+        self.seed = seed
+        self.figures: list[Path] = []
+        self.summary: dict = {"datasets": []}
+        self.started = time.time()
+
+    def _label(self, inputs) -> str:
+        return str(inputs.get("dataset") or "dataset")
+
+    def _figure(self, name: str) -> Path:
+        path = self.fig_dir / name
+        self.figures.append(path)
+        return path
+
+    # -- document ---------------------------------------------------------------------------------
+    def build(self) -> Document:
+        first = self.all_inputs[0]
+        names = ", ".join(sorted({str(i.get("pipeline") or "?") for i in self.all_inputs}))
+        presets = ", ".join(sorted({str(i.get("preset") or "?") for i in self.all_inputs}))
+        datasets = ", ".join(self._label(i) for i in self.all_inputs)
+        doc = Document(f"probe report: {names} (preset {presets}; {datasets})")
+        doc.para("Does each method disentangle for the right reason? Models are trained on the original data "
+                 "(**orig**), on data with the learned adversarial manipulation m(w) (**mod**, Zietlow et al. 2021 "
+                 "§4.4) and on data with uniform noise of the same magnitude (**noise**, §5.2). A method that relies "
+                 "on the local variance structure loses disentanglement on mod but not on noise.")
+        self._verdicts(doc)
+        self._tables(doc)
+        self._statistics(doc)
+        self._bar_charts(doc)
+        self._robustness(doc)
+        for inputs in self.all_inputs:
+            self._restarts(doc, inputs)
+            self._manipulation(doc, inputs)
+        self._curves(doc)
+        for inputs in self.all_inputs:
+            self._linear_pca(doc, inputs)
+        self._provenance(doc)
+        return doc
+
+    # -- verdicts -----------------------------------------------------------------------------------
+    def _verdicts(self, doc: Document):
+        label = METRIC_BY_KEY[self.primary][1]
+        doc.heading("Verdicts")
+        doc.para(verdict_rule_text() + f" Primary metric: **{label}**.")
+        rows = []
+        for inputs in self.all_inputs:
+            runs = inputs["runs"]
+            groups = values_by_group(runs, self.primary)
+            entry = {"dataset": self._label(inputs), "primary_metric": self.primary, "models": {}}
+            for model in model_order(runs):
+                orig, mod, noise = (groups.get((model, v), []) for v in VARIANTS)
+                if not orig or not mod:
+                    missing = [v for v, vals in (("orig", orig), ("mod", mod)) if not vals]
+                    rows.append([self._label(inputs), model, "—", "—", f"no {label} for {', '.join(missing)}"])
+                    entry["models"][model] = {"label": "no data", "missing": missing}
+                    continue
+                v = verdict(orig, mod, noise or None, seed=self.seed)
+                rows.append([self._label(inputs), model, _change(v["to_mod"]), _change(v["to_noise"]),
+                             f"**{v['label']}** ({v['reason']})"])
+                entry["models"][model] = v
+            self.summary["datasets"].append(entry)
+        if rows:
+            doc.table(["dataset", "model", f"Δ {label} orig→mod [95% CI], p", f"Δ {label} orig→noise [95% CI], p",
+                       "verdict"], rows)
+        else:
+            doc.para("The inputs hold no retrained runs, so there is nothing to compare.")
+
+    # -- Table 1/3/4/5 ------------------------------------------------------------------------------
+    def _present(self) -> list[str]:
+        runs = [r for i in self.all_inputs for r in i["runs"]]
+        return present_metrics(runs)
+
+    def _tables(self, doc: Document):
+        doc.heading("Scores (mean ± std over seeds)")
+        seeds = sorted({r.get("seed") for i in self.all_inputs for r in i["runs"] if r.get("seed") is not None})
+        doc.para(f"Rows are models, columns the three data variants per dataset; cells are mean ± sample std over "
+                 f"seeds {seeds} (Tables 1, 3, 4, 5 of Zietlow et al. 2021). Metrics absent from the inputs are not shown.")
+        present = self._present()
+        if not present:
+            doc.para("No metric values were found in the runs.")
+            return
+        models = []
+        for i in self.all_inputs:
+            models += [m for m in model_order(i["runs"]) if m not in models]
+        tables = {}
+        for key in present:
+            label = METRIC_BY_KEY[key][1]
+            headers = ["model"] + [f"{self._label(i)} {v}" for i in self.all_inputs for v in VARIANTS]
+            rows = []
+            for model in models:
+                row = [self._model_label(model)]
+                for inputs in self.all_inputs:
+                    groups = values_by_group(inputs["runs"], key)
+                    row += [_cell(groups.get((model, v))) for v in VARIANTS]
+                rows.append(row)
+            doc.heading(label, 3)
+            doc.table(headers, rows)
+            tables[key] = {"headers": headers, "rows": rows}
+        self.summary["tables"] = tables
+
+    def _model_label(self, model: str) -> str:
+        for inputs in self.all_inputs:
+            for run in inputs["runs"]:
+                hp = run.get("hyperparameter") or {}
+                if run["model"] == model and hp.get("name") is not None:
+                    return f"{model} ({hp['name']}={hp.get('value')})"
+        return model
+
+    def _statistics(self, doc: Document):
+        present = self._present()
+        if not present:
+            return
+        doc.heading("Changes per metric (Welch t-test, bootstrap 95% CI)")
+        doc.para("Δ = mean(variant) − mean(orig); p is the two-sided Welch t-test; the interval is the percentile "
+                 f"bootstrap 95% CI of the difference of means (α = {ALPHA}, margin {MARGIN} as in the verdict rule).")
+        stats = {}
+        for key in present:
+            label = METRIC_BY_KEY[key][1]
+            rows = []
+            for inputs in self.all_inputs:
+                groups = values_by_group(inputs["runs"], key)
+                for model in model_order(inputs["runs"]):
+                    orig = groups.get((model, "orig"), [])
+                    if not orig:
+                        continue
+                    cells = []
+                    for variant in ("mod", "noise"):
+                        vals = groups.get((model, variant), [])
+                        c = compare(orig, vals, seed=self.seed) if vals else None
+                        cells.append(_change(c))
+                        stats.setdefault(key, {}).setdefault(self._label(inputs), {}).setdefault(model, {})[variant] = c
+                    rows.append([self._label(inputs), model, *cells])
+            if rows:
+                doc.heading(label, 3)
+                doc.table(["dataset", "model", "orig→mod", "orig→noise"], rows)
+        self.summary["changes"] = stats
+
+    def _bar_charts(self, doc: Document):
+        present = self._present()
+        if not present:
+            return
+        doc.heading("Figures: scores per variant")
+        for inputs in self.all_inputs:
+            models = model_order(inputs["runs"])
+            panels = [(METRIC_BY_KEY[key][1], values_by_group(inputs["runs"], key)) for key in present]
+            panels = [(label, groups) for label, groups in panels if groups]
+            if panels:
+                path = fig.grouped_bars(panels, models, self._figure(f"bars_{self._label(inputs)}.png"))
+                doc.image(path, f"Scores on {self._label(inputs)} per model and variant: mean ± std over seeds, "
+                                "dots are seeds.")
+
+    # -- Fig. 5 ---------------------------------------------------------------------------------------
+    def _num_factors(self, inputs) -> int | None:
+        store = (inputs.get("stores") or {}).get("orig") or {}
+        path = resolve_path(inputs, store.get("path"))
+        if path is not None and path.exists():
+            try:
+                from probe.data import open_store
+
+                return open_store(path).num_factors
+            except Exception:  # an unreadable store only costs the over-pruning filter
+                pass
+        n = (inputs.get("provenance") or {}).get("config", {}).get("num_factors")
+        return int(n) if n is not None else None
+
+    def _robustness(self, doc: Document):
+        doc.heading("Robustness over the primary hyperparameter (Fig. 5)")
+        label = METRIC_BY_KEY[self.primary][1]
+        any_runs = False
+        for inputs in self.all_inputs:
+            runs = inputs["robustness"]
+            if not runs:
+                doc.para(f"{self._label(inputs)}: no robustness runs in the inputs (the pipeline's preset ran no "
+                         "hyperparameter line search).")
+                continue
+            any_runs = True
+            k = self._num_factors(inputs)
+            points: dict = {}
+            counts: dict = {}
+            hyper = {}
+            for run in runs:
+                model, variant = run["model"], run["variant"]
+                hyper[model] = (run.get("hyperparameter") or {}).get("name")
+                c = counts.setdefault((model, variant), {"kept": 0, "dropped": 0, "unknown_active": 0})
+                value = metric_value(run.get("metrics"), self.primary)
+                if value is None:
+                    continue
+                active = (run.get("metrics") or {}).get("active_units", {}).get("active_units")
+                if k is not None and active is not None and active < k:
+                    c["dropped"] += 1
+                    continue
+                if active is None or k is None:
+                    c["unknown_active"] += 1
+                c["kept"] += 1
+                scale = float(run.get("scale", (run.get("hyperparameter") or {}).get("value", 0.0)))
+                points.setdefault(model, {}).setdefault(variant, {}).setdefault(scale, []).append(value)
+            rule = (f"runs with fewer active units (E[σ²] < 0.8) than the {k} factors were dropped as over-pruned"
+                    if k is not None else "the number of factors is unknown (store unreadable), so no run was dropped")
+            if points:
+                path = fig.line_search(points, label, self._figure(f"linesearch_{self._label(inputs)}.png"), hyper)
+                doc.image(path, f"{label} vs scale of the literature hyperparameter on {self._label(inputs)} "
+                                f"(mean ± std over kept seeds); {rule}.")
+            rows = [[m, v, c["kept"], c["dropped"], c["unknown_active"]] for (m, v), c in counts.items()]
+            doc.table(["model", "variant", "kept", "dropped (over-pruned)", "kept without active-unit count"], rows)
+            self.summary.setdefault("robustness", {})[self._label(inputs)] = {
+                "num_factors": k, "counts": {f"{m}/{v}": c for (m, v), c in counts.items()}}
+        if not any_runs:
+            self.summary.setdefault("robustness", {})
+
+    # -- restarts: NMI heatmaps, traversals ---------------------------------------------------------
+    def _restarts(self, doc: Document, inputs):
+        name = self._label(inputs)
+        doc.heading(f"β-VAE restarts and the selected alignments ({name})")
+        restarts = inputs["restarts"]
+        if not restarts:
+            doc.para("No restarts in the inputs: the selection stage did not run, so there are no NMI heatmaps or "
+                     "traversals.")
+            return
+        rows = [[Path(str(r.get("run_dir", ""))).name, r.get("seed"), _fmt(r.get("mig"), 3), r.get("selected") or ""]
+                for r in sorted(restarts, key=lambda r: (r.get("mig") is None, r.get("mig") or 0))]
+        doc.table(["run", "seed", "MIG", "selected"], rows)
+        selected = [r for r in restarts if r.get("selected") in ("entangled", "disentangled")]
+        if not selected:
+            doc.para("No restart is marked entangled/disentangled.")
+            return
+        if not self.load_runs:
+            doc.para("NMI heatmaps and traversals were not computed (report built with run loading disabled).")
+            return
+        try:
+            panels, traversals, factor_names = self._restart_panels(inputs, selected)
+        except Exception as exc:  # missing trainer, missing checkpoint, unreadable store: say so
+            doc.para(f"NMI heatmaps and latent traversals are not available: the selected restarts could not be "
+                     f"loaded ({type(exc).__name__}: {exc}).")
+            self.summary.setdefault("restarts_unavailable", {})[name] = f"{type(exc).__name__}: {exc}"
+            return
+        path = fig.nmi_heatmaps(panels, factor_names, self._figure(f"nmi_{name}.png"))
+        doc.image(path, f"Normalised mutual information I(w_k; z_j)/H(w_k) (20-bin histograms of the posterior means, "
+                        f"{self.nmi_samples} images) of the selected restarts on {name}.")
+        path = fig.traversal_figure(traversals, self._figure(f"traversals_{name}.png"))
+        doc.image(path, "2-D latent traversals (Fig. 10/11) of the selected restarts along their two most important "
+                        "latents (smallest mean σ², Eq. 14) in [−2, 2], other latents at the code of a random image.")
+        self.summary.setdefault("nmi", {})[name] = {p["title"]: np.asarray(p["nmi"]).tolist() for p in panels}
+
+    def _restart_panels(self, inputs, selected):
+        from probe.analysis.runs import active_latents, encode_sample, load_model
+        from probe.data import open_store
+        from probe.report.latents import normalized_mutual_information, traversal_grid
+
+        store_path = resolve_path(inputs, ((inputs.get("stores") or {}).get("orig") or {}).get("path"))
+        if store_path is None:
+            raise UserError("the inputs name no original store")
+        store = open_store(store_path)
+        panels, traversals = [], []
+        for r in sorted(selected, key=lambda r: r["selected"]):
+            run_dir = resolve_path(inputs, r["run_dir"])
+            model, _ = load_model(run_dir)
+            sample = encode_sample(model, store, self.nmi_samples, seed=self.seed)
+            nmi = normalized_mutual_information(sample["codes"], sample["factors"])
+            title = f"{r['selected']}: {run_dir.name} (MIG {_fmt(r.get('mig'), 3)})"
+            panels.append({"title": title, "nmi": nmi})
+            order = active_latents(sample["variances"], sample["codes"].shape[1], threshold=math.inf)
+            dims = (int(order[0]), int(order[1])) if len(order) > 1 else (0, min(1, sample["codes"].shape[1] - 1))
+            grid = traversal_grid(model, sample["codes"][0], dims)
+            traversals.append({"title": title, "grid": grid, "dims": dims})
+        return panels, traversals, list(store.factor_names)
+
+    # -- manipulation -----------------------------------------------------------------------------------
+    def _manipulation(self, doc: Document, inputs):
+        name = self._label(inputs)
+        doc.heading(f"Manipulation ({name})")
+        stores = inputs.get("stores") or {}
+        eps = {v: (stores.get(v) or {}).get("epsilon") for v in ("mod", "noise")}
+        if any(e is not None for e in eps.values()):
+            doc.para(f"ε (max-norm bound of the change per pixel): mod {eps['mod']}, noise {eps['noise']}.")
+        man = inputs.get("manipulation") or {}
+        if not man:
+            doc.para("No manipulation in the inputs.")
+            return
+        fig4 = resolve_path(inputs, man.get("figure4"))
+        if fig4 is not None and fig4.exists():
+            target = self._figure(f"figure4_{name}.png")
+            shutil.copyfile(fig4, target)
+            doc.image(target, "Original images, additive manipulations and altered images (Fig. 4).")
+        else:
+            doc.para("The perturb stage's Fig. 4 image triplets are not available.")
+        losses = resolve_path(inputs, man.get("losses"))
+        if losses is not None and losses.exists():
+            series = {}
+            for key in self._curve_keys(losses):
+                steps, values = fig.read_curve(losses, key)
+                if steps:
+                    series[key] = (steps, values)
+            if series:
+                path = fig.loss_curve(series, self._figure(f"manipulation_losses_{name}.png"),
+                                      "manipulation training losses")
+                doc.image(path, "Training losses of the manipulation network and the two decoders.")
+
+    @staticmethod
+    def _curve_keys(path: Path) -> list[str]:
+        try:
+            with open(path) as f:
+                first = json.loads(f.readline())
+        except (OSError, json.JSONDecodeError):
+            return []
+        return [k for k, v in first.items() if k != "step" and isinstance(v, (int, float))][:6]
+
+    # -- training curves ----------------------------------------------------------------------------------
+    def _curves(self, doc: Document):
+        doc.heading("Training curves")
+        for inputs in self.all_inputs:
+            curves: dict = {}
+            missing = 0
+            for run in inputs["runs"]:
+                path = resolve_path(inputs, run.get("curve"))
+                steps, values = fig.read_curve(path) if path is not None else ([], [])
+                if not steps:
+                    missing += 1
+                    continue
+                curves.setdefault(run["model"], []).append((run["variant"], steps, values))
+            if curves:
+                path = fig.training_curves(curves, self._figure(f"curves_{self._label(inputs)}.png"))
+                doc.image(path, f"Training loss of every retrained run on {self._label(inputs)} (one line per seed).")
+            if missing:
+                doc.para(f"{self._label(inputs)}: {missing} run(s) have no readable metrics.jsonl.")
+
+    # -- linear VAE vs PCA ----------------------------------------------------------------------------------
+    def _linear_pca(self, doc: Document, inputs):
+        doc.heading(f"Linear VAE vs PCA ({self._label(inputs)})")
+        res = inputs.get("linear_pca")
+        if not res:
+            doc.para("No linear-PCA result in the inputs (stage not run).")
+            return
+        rows = []
+        if res.get("kind") == "synthetic":
+            for c in res.get("cases", []):
+                rows.append(_pca_row(f"synthetic D={c['data_dim']} d={c['num_latent']} noise={c['noise']}", c))
+        elif res.get("kind") == "store":
+            s = res.get("settings", {})
+            rows.append(_pca_row(f"{(res.get('store') or {}).get('name')} images → {s.get('project_dims')} PCA dims, "
+                                 f"d={s.get('num_latent')}", res["linear_vae"]))
+        if rows:
+            doc.table(["case", "subspace mean cos²", "alignment mean |cos|", "σ-order", "V signed-perm error", "pass"], rows)
+        for t in res.get("theorem1", []) or []:
+            doc.bullets([f"Theorem 1 (dim {t['dim']}): objective − closed-form minimum {t['objective_gap']:.1e}, "
+                         f"V signed-permutation error {t['v_signed_permutation']['max_abs_error']:.1e}, "
+                         f"U vs V_X mean |cos| {t['u_alignment_mean_abs_cos']:.6f}"])
+        local = res.get("local_alignment")
+        if local and "local_mean_abs_cos" in local:
+            doc.para(f"Fig. 1 on the nonlinear run {Path(local['run_dir']).name}: decoder Jacobian columns vs PCA of the "
+                     f"{local['neighbours']} latent-space neighbours: mean |cos| {local['local_mean_abs_cos']:.3f} "
+                     f"(± {local['local_std']:.3f}); vs global PCA: {local['global_mean_abs_cos']:.3f} "
+                     f"(± {local['global_std']:.3f}) over {local['num_anchors']} anchors.")
+
+    # -- provenance -----------------------------------------------------------------------------------
+    def _provenance(self, doc: Document):
+        from probe.provenance import code_version, environment
+
+        doc.heading("Provenance")
+        for inputs in self.all_inputs:
+            prov = inputs.get("provenance") or {}
+            cv = prov.get("code_version") or {}
+            env = prov.get("environment") or {}
+            seeds = sorted({r.get("seed") for r in inputs["runs"] if r.get("seed") is not None})
+            items = [
+                f"inputs: `{inputs['_path']}`",
+                f"pipeline `{inputs.get('pipeline')}`, preset `{inputs.get('preset')}`, dataset `{inputs.get('dataset')}`",
+                f"started {prov.get('started', '—')}, wall time "
+                f"{_fmt(prov.get('wall_time_s'), 0) if prov.get('wall_time_s') is not None else '—'} s",
+                f"code version: probe {cv.get('probe_version', '—')}, git {cv.get('git_commit') or '—'}, "
+                f"sources {str(cv.get('source_digest') or '—')[:16]}",
+                f"hardware/software: {', '.join(f'{k} {v}' for k, v in env.items()) or '—'}",
+                f"retraining seeds: {seeds}; restart seeds: {sorted({r.get('seed') for r in inputs['restarts']})}",
+                f"runs: {len(inputs['runs'])} retrained, {len(inputs['robustness'])} robustness, "
+                f"{len(inputs['restarts'])} restarts",
+            ]
+            for variant, store in (inputs.get("stores") or {}).items():
+                store = store or {}
+                eps = f", ε={store['epsilon']}" if store.get("epsilon") is not None else ""
+                items.append(f"store {variant}: `{store.get('path')}` digest {str(store.get('digest'))[:16]}{eps}")
+            doc.heading(self._label(inputs), 3)
+            doc.bullets(items)
+            if prov.get("config"):
+                doc.code(json.dumps(prov["config"], indent=2, sort_keys=True, default=str))
+        cv = code_version()
+        doc.para(f"Report generated by probe {cv['probe_version']} (git {cv['git_commit'] or '—'}, sources "
+                 f"{cv['source_digest'][:16]}) on {environment().get('platform')}.")
+        self.summary["report_code_version"] = cv
+
+
+def _pca_row(name: str, c: dict) -> list[str]:
+    return [name, f"{c['subspace']['mean_cos2']:.4f}", f"{c['alignment_mean_abs_cos']:.4f}",
+            "ok" if c["sigma_order"]["correct"] else "wrong", f"{c['v_signed_permutation']['max_abs_error']:.1e}",
+            "yes" if c.get("passed") else "no"]

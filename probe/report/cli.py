@@ -1,0 +1,23 @@
+"""``probe report WORKDIR [WORKDIR ...] [--out DIR]``."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.argument("workdirs", nargs=-1, required=True, type=click.Path())
+@click.option("--out", "out_dir", type=click.Path(), default=None,
+              help="Output folder (default WORKDIR/report); replaced if it holds an earlier report.")
+@click.option("--primary-metric", default="mig", show_default=True,
+              help="Metric the verdicts use (mig, dci_d, factor_vae, sap, infom, ...).")
+@click.option("--no-load-runs", is_flag=True, help="Skip loading restart models (no NMI heatmaps/traversals).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and the image samples.")
+def report(workdirs, out_dir, primary_metric, no_load_runs, seed):
+    """Markdown + self-contained HTML report with tables, statistics, verdicts and figures from
+    WORKDIR/report_inputs.json. Several workdirs (e.g. dSprites and Shapes3D) share one report."""
+    from probe.report import make_report
+
+    result = make_report(list(workdirs) if len(workdirs) > 1 else workdirs[0], out_dir,
+                         primary_metric=primary_metric, load_runs=not no_load_runs, seed=seed)
+    click.echo(f"wrote {result['markdown']}, {result['html']} and {len(result['figures'])} figures")

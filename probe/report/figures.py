@@ -1,0 +1,173 @@
+"""Report figures (matplotlib, Agg backend, PNG). Each function writes one file and returns its path."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+VARIANT_COLORS = {"orig": "#4477aa", "mod": "#ee6677", "noise": "#999933"}
+VARIANT_LABELS = {"orig": "original", "mod": "modified", "noise": "noise"}
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> Path:
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    _plt().close(fig)
+    return path
+
+
+def grouped_bars(panels: list[tuple[str, dict]], models: list[str], path: Path) -> Path:
+    """One panel per metric: models on the x axis, one bar per variant (mean ± std over seeds), seeds
+    as dots. ``panels`` = [(metric label, {(model, variant): [values]})]."""
+    plt = _plt()
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    width_per = max(3.2, 0.9 * len(models) + 1.2)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width_per * ncols, 2.9 * nrows), squeeze=False)
+    width = 0.26
+    for ax, (label, groups) in zip(axes.ravel(), panels):
+        for v_i, variant in enumerate(("orig", "mod", "noise")):
+            for m_i, model in enumerate(models):
+                vals = groups.get((model, variant))
+                if not vals:
+                    continue
+                x = m_i + (v_i - 1) * width
+                ax.bar(x, np.mean(vals), width, yerr=np.std(vals, ddof=1) if len(vals) > 1 else None,
+                       color=VARIANT_COLORS[variant], capsize=2, label=VARIANT_LABELS[variant])
+                ax.scatter(np.full(len(vals), x), vals, s=6, color="black", zorder=3)
+        ax.set_xticks(range(len(models)))
+        ax.set_xticklabels(models, rotation=20, ha="right", fontsize=8)
+        ax.set_title(label, fontsize=9)
+        ax.spines[["top", "right"]].set_visible(False)
+    for ax in axes.ravel()[len(panels):]:
+        ax.axis("off")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    uniq = dict(zip(labels, handles))
+    fig.legend(uniq.values(), uniq.keys(), fontsize=8, frameon=False, loc="upper right", ncol=3)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return _save(fig, path)
+
+
+def line_search(points: dict, label: str, path: Path, hyper_names: dict) -> Path:
+    """Fig. 5: primary metric vs scale of the primary hyperparameter, one panel per model, one line
+    per variant (mean ± std over kept seeds). ``points`` = {model: {variant: {scale: [values]}}}."""
+    plt = _plt()
+    models = list(points)
+    fig, axes = plt.subplots(1, len(models), figsize=(3.4 * len(models), 3.0), squeeze=False)
+    for ax, model in zip(axes[0], models):
+        for variant, by_scale in points[model].items():
+            scales = sorted(s for s in by_scale if by_scale[s])
+            if not scales:
+                continue
+            means = [np.mean(by_scale[s]) for s in scales]
+            stds = [np.std(by_scale[s], ddof=1) if len(by_scale[s]) > 1 else 0.0 for s in scales]
+            ax.errorbar(scales, means, yerr=stds, marker="o", capsize=3, color=VARIANT_COLORS[variant],
+                        label=VARIANT_LABELS[variant])
+        if any(s > 0 for v in points[model].values() for s in v):
+            ax.set_xscale("log", base=2)
+        ax.set_title(model, fontsize=9)
+        ax.set_xlabel(f"scale of {hyper_names.get(model) or 'hyperparameter'}")
+        ax.spines[["top", "right"]].set_visible(False)
+    axes[0][0].set_ylabel(label)
+    axes[0][0].legend(fontsize=8, frameon=False)
+    return _save(fig, path)
+
+
+def nmi_heatmaps(panels: list[dict], factor_names: list[str], path: Path) -> Path:
+    """One heatmap (factors × latents) per panel: {"title", "nmi" [K, D]}."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels) + 0.8, 0.35 * len(factor_names) + 1.6),
+                             squeeze=False)
+    image = None
+    for ax, panel in zip(axes[0], panels):
+        nmi = np.asarray(panel["nmi"])
+        image = ax.imshow(nmi, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        ax.set_title(panel["title"], fontsize=8)
+        ax.set_xticks(range(nmi.shape[1]))
+        ax.set_xlabel("latent")
+        ax.set_yticks(range(len(factor_names)))
+        ax.set_yticklabels(factor_names, fontsize=7)
+        for (k, j), v in np.ndenumerate(nmi):
+            ax.text(j, k, f"{v:.2f}", ha="center", va="center", fontsize=6, color="white" if v < 0.5 else "black")
+    fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label="I(w_k; z_j) / H(w_k)")
+    return _save(fig, path)
+
+
+def traversal_figure(panels: list[dict], path: Path) -> Path:
+    """Fig. 10/11: for each panel {"title", "grid" [S, S, H, W, C], "dims"}, a mosaic of decoded images."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.8), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        grid = np.asarray(panel["grid"])
+        s1, s2, h, w, c = grid.shape
+        mosaic = grid.transpose(0, 2, 1, 3, 4).reshape(s1 * h, s2 * w, c)
+        ax.imshow(mosaic[..., 0] if c == 1 else mosaic, cmap="gray" if c == 1 else None, vmin=0, vmax=1)
+        ax.set_title(panel["title"], fontsize=8)
+        ax.set_ylabel(f"z{panel['dims'][0]}")
+        ax.set_xlabel(f"z{panel['dims'][1]}")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    return _save(fig, path)
+
+
+def read_curve(path: Path, key: str = "loss") -> tuple[list[float], list[float]]:
+    steps, values = [], []
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a torn last line of a running job
+                if key in row and isinstance(row[key], (int, float)) and math.isfinite(row[key]):
+                    steps.append(float(row.get("step", len(steps))))
+                    values.append(float(row[key]))
+    except OSError:
+        pass
+    return steps, values
+
+
+def training_curves(curves: dict, path: Path, key: str = "loss") -> Path:
+    """One panel per model; one line per run coloured by variant. ``curves`` = {model: [(variant, steps, values)]}."""
+    plt = _plt()
+    models = list(curves)
+    fig, axes = plt.subplots(1, len(models), figsize=(3.4 * len(models), 2.8), squeeze=False)
+    for ax, model in zip(axes[0], models):
+        seen = set()
+        for variant, steps, values in curves[model]:
+            ax.plot(steps, values, color=VARIANT_COLORS[variant], lw=0.9, alpha=0.8,
+                    label=VARIANT_LABELS[variant] if variant not in seen else None)
+            seen.add(variant)
+        ax.set_title(model, fontsize=9)
+        ax.set_xlabel("step")
+        ax.spines[["top", "right"]].set_visible(False)
+    axes[0][0].set_ylabel(key)
+    axes[0][0].legend(fontsize=8, frameon=False)
+    return _save(fig, path)
+
+
+def loss_curve(series: dict, path: Path, title: str) -> Path:
+    """Several named series {name: (steps, values)} on one axis (manipulation training losses)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(4.5, 2.8))
+    for name, (steps, values) in series.items():
+        ax.plot(steps, values, lw=1.0, label=name)
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("step")
+    ax.legend(fontsize=7, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _save(fig, path)

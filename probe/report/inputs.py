@@ -1,0 +1,101 @@
+"""Reading ``WORKDIR/report_inputs.json`` (contract: docs/notes/INTERFACES.md) and pulling metric
+values out of ``evaluate_run(...)["metrics"]`` dicts."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from probe.errors import UserError
+
+VARIANTS = ("orig", "mod", "noise")
+
+# (key, table label, metric name, field, higher is better); shown only when present in the inputs
+METRICS = [
+    ("mig", "MIG", "mig", "mig", True),
+    ("dci_d", "DCI-D", "dci", "disentanglement", True),
+    ("factor_vae", "FactorVAE score", "factor_vae_score", "eval_accuracy", True),
+    ("sap", "SAP", "sap", "sap", True),
+    ("infom", "InfoM", "infomec", "infom", True),
+    ("infoe", "InfoE", "infomec", "infoe", True),
+    ("infoc", "InfoC", "infomec", "infoc", True),
+    ("recon_bce", "Reconstruction (BCE, lower is better)", "reconstruction", "bce", False),
+    ("recon_mse", "Reconstruction (MSE, lower is better)", "reconstruction", "mse", False),
+]
+METRIC_BY_KEY = {m[0]: m for m in METRICS}
+
+
+def metric_value(metrics: dict | None, key: str) -> float | None:
+    """The float for catalogue ``key`` in an evaluate_run metrics dict, or None if absent/non-finite."""
+    _, _, name, field, _ = METRIC_BY_KEY[key]
+    try:
+        value = float((metrics or {})[name][field])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def load_inputs(workdir) -> dict:
+    """Read and check ``report_inputs.json``; UserError with one message if missing or malformed.
+    Optional sections are normalised (``robustness`` -> [], ``restarts`` -> [], ...)."""
+    workdir = Path(workdir)
+    path = workdir / "report_inputs.json" if workdir.is_dir() else workdir
+    if not path.exists():
+        raise UserError(f"{path} does not exist; run the pipeline to its report stage first "
+                        "(`probe pipeline run NAME --workdir DIR`)")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    runs = data.get("runs")
+    if not isinstance(runs, list):
+        raise UserError(f"{path}: 'runs' must be a list of runs")
+    for i, run in enumerate(runs + list(data.get("robustness") or [])):
+        if not isinstance(run, dict) or "model" not in run or "variant" not in run:
+            raise UserError(f"{path}: run #{i} lacks 'model' or 'variant'")
+        if run["variant"] not in VARIANTS:
+            raise UserError(f"{path}: run #{i} has variant {run['variant']!r}; expected one of {', '.join(VARIANTS)}")
+    data.setdefault("robustness", [])
+    data["robustness"] = data["robustness"] or []
+    data["restarts"] = data.get("restarts") or []
+    data.setdefault("manipulation", None)
+    data.setdefault("linear_pca", None)
+    data.setdefault("stores", {})
+    data.setdefault("provenance", {})
+    data["_path"] = str(path)
+    data["_workdir"] = str(path.parent)
+    data.setdefault("dataset", (data.get("stores", {}).get("orig") or {}).get("name") or "dataset")
+    return data
+
+
+def resolve_path(inputs: dict, value) -> Path | None:
+    """Paths in the inputs may be absolute or relative to the workdir."""
+    if not value:
+        return None
+    p = Path(value)
+    return p if p.is_absolute() else Path(inputs["_workdir"]) / p
+
+
+def model_order(runs: list[dict]) -> list[str]:
+    seen = []
+    for run in runs:
+        if run["model"] not in seen:
+            seen.append(run["model"])
+    return seen
+
+
+def present_metrics(runs: list[dict]) -> list[str]:
+    return [key for key, *_ in METRICS if any(metric_value(r.get("metrics"), key) is not None for r in runs)]
+
+
+def values_by_group(runs: list[dict], key: str) -> dict:
+    """{(model, variant): [values in seed order]} for one metric."""
+    out: dict = {}
+    for run in sorted(runs, key=lambda r: (str(r["model"]), r["variant"], r.get("seed", 0))):
+        v = metric_value(run.get("metrics"), key)
+        if v is not None:
+            out.setdefault((run["model"], run["variant"]), []).append(v)
+    return out

@@ -1,0 +1,73 @@
+"""``probe models list`` and ``probe train``."""
+
+from __future__ import annotations
+
+import click
+
+from probe.errors import UserError
+
+
+def _describe(cls) -> str:
+    doc = (cls.__doc__ or "").strip().splitlines()
+    return doc[0].strip() if doc else ""
+
+
+@click.group()
+def models():
+    """Objectives available to `probe train` (built-ins and plug-ins)."""
+
+
+@models.command("list")
+def list_models():
+    """Each model: name, code kind (continuous/discrete), pairs, one-line description."""
+    from probe.models.registry import available_models, get_model_class
+
+    rows = []
+    for name in available_models():
+        try:
+            cls = get_model_class(name)
+        except UserError as exc:  # a broken plug-in must not hide the others
+            rows.append((name, "?", "", f"(cannot load: {exc})"))
+            continue
+        rows.append((name, getattr(cls, "code_kind", "continuous"), "pairs" if getattr(cls, "needs_pairs", False) else "",
+                     _describe(cls)))
+    width = max((len(r[0]) for r in rows), default=4)
+    for name, kind, pairs, desc in rows:
+        click.echo(f"{name:<{width}}  {kind:<10}  {pairs:<5}  {desc}".rstrip())
+
+
+@click.command()
+@click.argument("model")
+@click.option("--data", "data", required=True, type=click.Path(), help="Store to train on (a .zarr store).")
+@click.option("--out", "out", required=True, type=click.Path(), help="Run directory to create (or resume).")
+@click.option("--steps", type=int, default=None, help="Optimizer steps (default 300000, or the model's train default).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Train setting (steps, batch_size, checkpoint_every, log_every, precision, compile) "
+                   "or model hyperparameter (see the model's defaults); repeatable.")
+@click.option("--dataset", default=None, help="Preset name for the model's hyperparameters (default: the store's name).")
+@click.option("--device", default=None, help="cpu, cuda, cuda:N or auto (default auto: cuda if present).")
+@click.option("--resume/--no-resume", default=True, show_default=True,
+              help="Continue an interrupted run in --out (with the same configuration).")
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def train(model, data, out, steps, seed, settings, dataset, device, resume, progress):
+    """Train MODEL (a name from `probe models list` or package.module:Class) on a store."""
+    from probe.cli import parse_set_options
+    from probe.models.registry import get_model_class
+    from probe.train.config import TRAIN_KEYS
+    from probe.train.trainer import train_run
+
+    overrides = parse_set_options(settings)
+    model_cls = get_model_class(model)
+    model_keys = set(model_cls.default_config())
+    unknown = sorted(set(overrides) - model_keys - set(TRAIN_KEYS))
+    if unknown:
+        raise UserError(f"unknown --set key(s) {', '.join(map(repr, unknown))}; train keys: {', '.join(TRAIN_KEYS)}; "
+                        f"{model} hyperparameters: {', '.join(sorted(model_keys))}")
+    train_cfg = {k: v for k, v in overrides.items() if k in TRAIN_KEYS}
+    model_cfg = {k: v for k, v in overrides.items() if k not in TRAIN_KEYS}
+    if steps is not None:
+        train_cfg["steps"] = steps
+    run_config = {"model": model, "model_config": model_cfg, "dataset": dataset, "seed": seed, "train": train_cfg}
+    run_dir = train_run(run_config, data, out, resume=resume, device=device, progress=progress)
+    click.echo(str(run_dir))

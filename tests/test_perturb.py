@@ -1,0 +1,177 @@
+"""probe.perturb without training: selection, folding, m(w)'s scalar bottleneck, noise stores, CLI help."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from probe.errors import UserError
+from probe.perturb import (DEFAULT_EPSILON, ManipulationNet, fold, make_noise_store, manipulate, noise_block,
+                           normalised_factors, posterior_variance_order, resolve_manipulation_config, select_restarts)
+from probe.perturb.manipulation import fold_numpy, to_uint8
+
+
+# -- selection -------------------------------------------------------------------------------------------
+
+def test_select_restarts_picks_lowest_and_highest():
+    mig = {"r0": 0.21, "r1": 0.05, "r2": 0.33, "r3": 0.12, "r4": 0.02}
+    sel = select_restarts(mig)
+    assert sel["entangled"] == ["r4"] and sel["disentangled"] == ["r2"]
+    assert sel["mig"] == mig
+    ens = select_restarts(mig, k=2)
+    assert ens["entangled"] == ["r4", "r1"] and ens["disentangled"] == ["r2", "r0"]
+
+
+def test_select_restarts_ties_and_errors():
+    sel = select_restarts({"b": 0.1, "a": 0.1, "c": 0.1, "d": 0.1}, k=2)
+    assert sel["entangled"] == ["a", "b"] and sel["disentangled"] == ["c", "d"]  # ties: by name, sides disjoint
+    sel = select_restarts({"b": 0.1, "a": 0.1, "c": 0.2, "d": 0.0}, k=2)
+    assert sel["entangled"] == ["d", "a"] and sel["disentangled"] == ["c", "b"]
+    with pytest.raises(UserError, match="at least 4"):
+        select_restarts({"a": 0.1, "b": 0.2, "c": 0.3}, k=2)
+    with pytest.raises(UserError, match="finite"):
+        select_restarts({"a": float("nan"), "b": 0.2})
+    with pytest.raises(UserError):
+        select_restarts({"a": 0.1, "b": 0.2}, k=0)
+
+
+def test_posterior_variance_order_eq14():
+    res = posterior_variance_order([0.9, 0.01, 1.0, 0.3])
+    assert res["order"] == [1, 3, 0, 2]
+    assert res["active_units"] == 2  # ⟨σ²⟩ < 0.8
+
+
+# -- folding and m(w) ------------------------------------------------------------------------------------
+
+def test_fold_identity_inside_and_bounded_outside():
+    inside = torch.linspace(0, 1, 1001)
+    assert torch.equal(fold(inside), inside)
+    outside = torch.linspace(-1, 2, 3001)
+    y = fold(outside)
+    assert y.min() >= 0 and y.max() <= 1
+    assert torch.allclose(fold(torch.tensor([1.2, -0.3, 1.0, 0.0])), torch.tensor([0.8, 0.3, 1.0, 0.0]))
+    np.testing.assert_allclose(fold_numpy(outside.numpy()), y.numpy(), atol=1e-7)
+
+
+def test_manipulation_stays_within_epsilon():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(2000, generator=gen)
+    x[:500] = torch.round(x[:500])  # binary pixels, as in dSprites
+    m = torch.rand(2000, generator=gen) * 2 - 1
+    for eps in (0.1, 0.175, 0.5):
+        y = manipulate(x, m, eps)
+        assert y.min() >= 0 and y.max() <= 1
+        assert (y - x).abs().max() <= eps * m.abs().max() + 1e-6
+        q = to_uint8(y.numpy()).astype(np.float64) / 255
+        assert np.abs(q - x.numpy()).max() <= eps + 0.5 / 255 + 1e-9
+
+
+def test_normalised_factors_range():
+    w = normalised_factors(np.array([[0, 0, 0], [2, 1, 0], [1, 0, 0]]), [3, 2, 1])
+    assert torch.allclose(w, torch.tensor([[-1.0, -1.0, 0.0], [1.0, 1.0, 0.0], [0.0, -1.0, 0.0]]))
+
+
+def test_m_depends_on_w_only_through_one_scalar():
+    torch.manual_seed(0)
+    net = ManipulationNet(num_factors=4, image_shape=(1, 16, 16))
+    with torch.no_grad():
+        net.render.deconv[-1].bias.fill_(0.3)  # a non-trivial output, not only the zero-bias init
+        a = net.to_scalar[0].weight[0]  # the single neuron's weights
+        w1 = torch.tensor([[0.2, -0.5, 0.9, -0.1]])
+        v = torch.tensor([1.0, 2.0, -1.0, 0.5])
+        v = v - (v @ a) / (a @ a) * a  # a direction the bottleneck cannot see
+        w2 = w1 + 0.7 * v
+        w3 = w1 + 0.7 * a / a.norm()  # a direction it does see
+        s1, s2, s3 = net.bottleneck(w1), net.bottleneck(w2), net.bottleneck(w3)
+        assert s1.shape == (1, 1)
+        assert torch.allclose(s1, s2, atol=1e-6) and not torch.allclose(s1, s3, atol=1e-3)
+        m1, m2, m3 = net(w1), net(w2), net(w3)
+        assert torch.allclose(m1, m2, atol=1e-5)
+        assert (m1 - m3).abs().max() > 1e-4
+        assert torch.equal(m1, net.from_bottleneck(s1))
+        assert m1.shape == (1, 1, 16, 16) and m1.abs().max() <= 1
+    deep = ManipulationNet(num_factors=4, image_shape=(3, 32, 32), input_hidden=[8], bottleneck_activation="tanh")
+    assert deep.bottleneck(torch.zeros(5, 4)).shape == (5, 1)
+    assert deep(torch.zeros(5, 4)).shape == (5, 3, 32, 32)
+
+
+def test_manipulation_config_resolution():
+    cfg = resolve_manipulation_config({"steps": 3}, "shapes3d")
+    assert cfg["epsilon"] == DEFAULT_EPSILON["shapes3d"] == 0.175 and cfg["steps"] == 3
+    assert cfg["z_samples"] == 5 and cfg["decoder_batches_per_step"] == 3 and cfg["adam_eps"] == 1e-7
+    assert resolve_manipulation_config({"epsilon": 0.05}, "toy")["epsilon"] == 0.05
+    with pytest.raises(UserError, match="no default epsilon"):
+        resolve_manipulation_config({}, "toy")
+    with pytest.raises(UserError, match="unknown manipulation setting"):
+        resolve_manipulation_config({"stpes": 3}, "dsprites")
+    with pytest.raises(UserError, match="epsilon"):
+        resolve_manipulation_config({"epsilon": 1.5}, "dsprites")
+
+
+# -- noise baseline ----------------------------------------------------------------------------------------
+
+def test_noise_block_is_uniform_and_seeded():
+    from scipy import stats
+
+    eps = 0.1
+    u = noise_block(7, 0, (200, 16, 16, 1), eps).ravel()
+    assert u.min() >= -eps and u.max() <= eps
+    assert abs(u.mean()) < 3 * eps / np.sqrt(3 * u.size)
+    assert abs(u.var() - eps ** 2 / 3) < 0.02 * eps ** 2 / 3
+    assert stats.kstest(u, stats.uniform(loc=-eps, scale=2 * eps).cdf).pvalue > 1e-3
+    assert np.array_equal(noise_block(7, 0, (3, 4), eps), noise_block(7, 0, (3, 4), eps))
+    assert not np.array_equal(noise_block(7, 0, (3, 4), eps), noise_block(8, 0, (3, 4), eps))
+    assert not np.array_equal(noise_block(7, 0, (3, 4), eps), noise_block(7, 100, (3, 4), eps))
+
+
+def test_noise_store(make_toy_store, tmp_path):
+    from probe.data import open_store
+
+    parent = make_toy_store(factor_sizes=(2, 3, 4, 4), resolution=16, channels=1)
+    eps = 0.1
+    store = make_noise_store(parent.path, tmp_path / "noise.zarr", epsilon=eps, seed=3)
+    store = open_store(store.path)  # reopens from disk
+    assert store.origin["kind"] == "noise"
+    assert store.origin["parent"] == {"path": str(parent.path), "digest": parent.digest}
+    assert store.origin["config"]["epsilon"] == eps and store.origin["seed"] == 3
+    assert np.array_equal(store.factors, parent.factors) and store.factor_values == parent.factor_values
+    store.verify()
+    x = parent.load_numpy()
+    y = store.load_numpy()
+    # exactly the documented recipe: one block here, seeded with (seed, 0)
+    assert store.origin["config"]["block_images"] == parent.num_images
+    expected = to_uint8(fold_numpy(x / 255.0 + noise_block(3, 0, x.shape, eps)))
+    assert np.array_equal(y, expected)
+    diff = np.abs(y.astype(int) - x.astype(int)) / 255
+    assert diff.max() <= eps + 1 / 255 and store.origin["max_abs_diff"] == pytest.approx(diff.max())
+    # black pixels are folded: they become |u|, i.e. U[0, ε] up to rounding
+    black = y[x == 0] / 255
+    assert black.mean() == pytest.approx(eps / 2, abs=0.005)
+    with pytest.raises(UserError, match="exists"):
+        make_noise_store(parent.path, tmp_path / "noise.zarr", epsilon=eps, seed=3)
+    with pytest.raises(UserError, match="epsilon"):
+        make_noise_store(parent.path, tmp_path / "bad.zarr", epsilon=0.0, seed=3)
+    assert not (tmp_path / "bad.zarr").exists()
+
+
+# -- CLI -----------------------------------------------------------------------------------------------------
+
+def test_cli_help_and_user_errors(make_toy_store, tmp_path):
+    from probe.cli import cli, main
+
+    runner = CliRunner()
+    for sub in ("train", "apply", "noise", "select", "figure"):
+        res = runner.invoke(cli, ["perturb", sub, "--help"])
+        assert res.exit_code == 0 and "Example" in res.output, sub
+    parent = make_toy_store()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["perturb", "noise", "--data", str(parent.path), "--out", str(tmp_path / "n.zarr"), "--epsilon", "2"])
+    assert exit_info.value.code == 2 and not (tmp_path / "n.zarr").exists()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["perturb", "train", "--data", str(parent.path), "--out", str(tmp_path / "m")])
+    assert exit_info.value.code == 2 and not (tmp_path / "m").exists()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["perturb", "noise", "--data", str(parent.path), "--out", str(tmp_path / "n.zarr"), "--epsilon", "0.1"])
+    assert exit_info.value.code == 0 and (tmp_path / "n.zarr").exists()

@@ -1,0 +1,181 @@
+"""probe.perturb with real (tiny) β-VAE restarts: adversarial training, resume, apply, Figure 4."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from probe.errors import UserError
+
+TINY = {"steps": 4, "batch_size": 8, "z_samples": 2, "checkpoint_every": 2, "log_every": 1, "eval_images": 32}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # tiny convolutions on a shared 2-core machine run fastest (and deterministically) on one thread
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def restarts(tmp_path_factory):
+    """A 16×16 toy store named "dsprites" (so ε defaults to 0.1) and two briefly trained β-VAEs on it."""
+    from conftest import render_toy_images
+    from probe.data import StateSpace, write_store
+    from probe.train import train_run
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("perturb")
+    sizes = (2, 3, 4, 4)
+    factors = StateSpace(sizes).all_factors()
+    store = write_store(root / "orig.zarr", render_toy_images(factors, sizes, 16, 1), factors, name="dsprites",
+                        factor_names=["shape", "level", "x", "y"], factor_sizes=list(sizes),
+                        factor_values=[np.linspace(0, 1, s).tolist() for s in sizes],
+                        origin={"kind": "synthetic", "config": {"generator": "toy"}, "seed": 0})
+    runs = [train_run({"model": "beta-vae", "seed": seed, "model_config": {"beta": 4.0, "lr": 1e-3},
+                       "train": {"steps": 20, "batch_size": 16, "log_every": 10, "checkpoint_every": 20}},
+                      store.path, root / f"r{seed}", progress=False) for seed in range(2)]
+    return store, runs, root
+
+
+@pytest.fixture(scope="module")
+def manipulation(restarts):
+    from probe.perturb import train_manipulation
+
+    store, runs, root = restarts
+    torch.set_num_threads(1)
+    return train_manipulation(store.path, [runs[0]], [runs[1]], root / "manip", TINY, progress=False)
+
+
+def test_training_outputs_and_provenance(restarts, manipulation):
+    store, runs, _ = restarts
+    config = json.loads((manipulation / "config.json").read_text())
+    assert config["config"]["epsilon"] == 0.1 and config["store"]["digest"] == store.digest
+    assert config["entangled"] == [str(runs[0])] and config["disentangled"] == [str(runs[1])]
+    assert set(config["restart_digests"]) == {str(runs[0]), str(runs[1])} and "source_digest" in config["code_version"]
+    rows = [json.loads(line) for line in (manipulation / "losses.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    for r in rows:
+        assert r["objective"] == pytest.approx(r["rec_entangled"] - r["rec_disentangled"], rel=1e-5, abs=1e-4)
+        assert np.isfinite([r["decoder_rec_entangled"], r["decoder_rec_disentangled"]]).all()
+    done = json.loads((manipulation / "done.json").read_text())
+    assert done["steps"] == 4
+    for when in ("before", "after"):
+        f = done["final"][when]
+        assert f["entangled"] > f["target_entropy"] and f["disentangled"] > f["target_entropy"]  # BCE ≥ H(target)
+    # a finished run with the same inputs is returned as is; different inputs are refused
+    from probe.perturb import train_manipulation
+
+    assert train_manipulation(store.path, [runs[0]], [runs[1]], manipulation, TINY, progress=False) == manipulation
+    with pytest.raises(UserError, match="different manipulation run"):
+        train_manipulation(store.path, [runs[1]], [runs[0]], manipulation, TINY, progress=False)
+    with pytest.raises(UserError, match="both entangled and disentangled"):
+        train_manipulation(store.path, [runs[0]], [runs[0]], manipulation.parent / "x", TINY, progress=False)
+
+
+def test_psi_step_lowers_the_adversarial_objective(restarts):
+    """One Adam step on ψ decreases L_ent − L_dis on the batch it was computed on (the sign is right)."""
+    from probe.data import open_store
+    from probe.perturb.adversarial import _Trainer, resolve_manipulation_config
+
+    store, runs, root = restarts
+    cfg = resolve_manipulation_config({**TINY, "lr": 1e-3, "batch_size": 32}, "dsprites")
+    trainer = _Trainer(open_store(store.path), cfg, [runs[0]], [runs[1]], root, torch.device("cpu"), False)
+    state = trainer.generator.get_state()
+    batch = trainer._draw()
+    trainer.generator.set_state(state)
+    before = float(trainer.objective(*batch)[2])
+    stepped = trainer.manipulation_step()[2]
+    after = float(trainer.objective(*batch)[2])
+    assert stepped == pytest.approx(before, rel=1e-6)
+    assert after < before
+
+
+def test_resume_is_bit_identical(restarts, monkeypatch):
+    from probe.perturb import adversarial, train_manipulation
+
+    store, runs, root = restarts
+    cfg = {**TINY, "steps": 4, "checkpoint_every": 2, "log_every": 1}
+    straight = train_manipulation(store.path, [runs[0]], [runs[1]], root / "straight", cfg, progress=False)
+
+    original = adversarial._Trainer.save_checkpoint
+
+    def crash_after_first_checkpoint(self):
+        original(self)
+        if self.step == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(adversarial._Trainer, "save_checkpoint", crash_after_first_checkpoint)
+    with pytest.raises(KeyboardInterrupt):
+        train_manipulation(store.path, [runs[0]], [runs[1]], root / "resumed", cfg, progress=False)
+    assert not (root / "resumed" / "done.json").exists()
+    with pytest.raises(UserError, match="unfinished"):
+        train_manipulation(store.path, [runs[0]], [runs[1]], root / "resumed", cfg, resume=False, progress=False)
+    monkeypatch.setattr(adversarial._Trainer, "save_checkpoint", original)
+    resumed = train_manipulation(store.path, [runs[0]], [runs[1]], root / "resumed", cfg, progress=False)
+
+    a = torch.load(straight / "checkpoint.pt", weights_only=False)
+    b = torch.load(resumed / "checkpoint.pt", weights_only=False)
+    for key in ("manipulation",):
+        for name in a[key]:
+            assert torch.equal(a[key][name], b[key][name]), name
+    for side in ("decoders_entangled", "decoders_disentangled"):
+        for sa, sb in zip(a[side], b[side]):
+            assert all(torch.equal(sa[n], sb[n]) for n in sa)
+    assert torch.equal(a["generator"], b["generator"])
+    la = (straight / "losses.jsonl").read_text().splitlines()
+    lb = (resumed / "losses.jsonl").read_text().splitlines()
+    assert la == lb
+    da, db = (json.loads((d / "done.json").read_text())["final"] for d in (straight, resumed))
+    assert da == db
+
+
+def test_apply_manipulation_writes_bounded_store(restarts, manipulation, tmp_path):
+    from probe.data import open_store
+    from probe.perturb import apply_manipulation, load_manipulation, manipulate, normalised_factors
+    from probe.perturb.manipulation import to_uint8
+    from probe.provenance import sha256_file
+
+    store, _, _ = restarts
+    eps = 0.5  # a large ε makes sure the manipulation really moves pixels (and folding happens)
+    mod = apply_manipulation(store.path, manipulation, tmp_path / "mod.zarr", epsilon=eps)
+    mod = open_store(mod.path)
+    mod.verify()
+    assert mod.origin["kind"] == "perturbed"
+    assert mod.origin["parent"] == {"path": str(store.path), "digest": store.digest}
+    assert mod.origin["config"]["epsilon"] == eps and mod.origin["config"]["trained_epsilon"] == 0.1
+    assert mod.origin["config"]["manipulation"]["checkpoint_sha256"] == sha256_file(manipulation / "checkpoint.pt")
+    assert np.array_equal(mod.factors, store.factors) and mod.name == store.name
+    x, y = store.load_numpy(), mod.load_numpy()
+    diff = np.abs(y.astype(int) - x.astype(int)) / 255
+    assert diff.max() <= eps + 1 / 255 and diff.max() > 0
+    assert mod.origin["max_abs_diff"] == pytest.approx(diff.max())
+    net, info = load_manipulation(manipulation)
+    with torch.no_grad():
+        m = net(normalised_factors(store.factors, store.factor_sizes))
+        expected = manipulate(torch.from_numpy(x).permute(0, 3, 1, 2).float() / 255, m, eps)
+    assert np.abs(y.astype(int) - to_uint8(expected.permute(0, 2, 3, 1).numpy()).astype(int)).max() <= 1
+    # the default ε is the trained one
+    default = apply_manipulation(store.path, manipulation, tmp_path / "mod01.zarr")
+    assert default.origin["config"]["epsilon"] == 0.1 and default.origin["max_abs_diff"] <= 0.1 + 1 / 255
+    with pytest.raises(UserError, match="exists"):
+        apply_manipulation(store.path, manipulation, tmp_path / "mod.zarr")
+    with pytest.raises(UserError, match="trained on"):
+        apply_manipulation(default.path, manipulation, tmp_path / "other.zarr")
+    assert not (tmp_path / "other.zarr").exists()
+
+
+def test_figure4(restarts, manipulation, tmp_path):
+    import matplotlib.image as mpimg
+
+    from probe.perturb import figure4
+
+    store, _, _ = restarts
+    out = figure4(store.path, manipulation, tmp_path / "fig4.png", n=3)
+    img = mpimg.imread(out)
+    assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100

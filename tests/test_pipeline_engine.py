@@ -1,0 +1,234 @@
+"""The stage engine with small fake stage functions: caching, digests, force/until, retries, locks, status,
+and the config layer (presets, --set). Real stages are exercised in test_pipeline_smoke.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from probe.errors import UserError
+from probe.pipeline import engine
+from probe.pipeline.engine import Job, Stage, StageFailed, run_stages, workdir_lock, workdir_status
+
+THIS = "test_pipeline_engine"
+
+
+# -- fake job functions (importable as test_pipeline_engine:...) ---------------------------------------------
+
+def _count(ctx, name):
+    counter = Path(os.environ["PROBE_TEST_COUNTER"])
+    with open(counter, "a") as f:
+        f.write(f"{ctx.stage}/{name}\n")
+
+
+def fake_source(ctx, *, value):
+    _count(ctx, "source")
+    (ctx.job_dir / "data.txt").write_text(str(value))
+    return {"path": str(ctx.job_dir / "data.txt"), "value": value}
+
+
+def fake_square(ctx, *, i):
+    _count(ctx, f"square{i}")
+    src = ctx.inputs["source"]["jobs"]["src"]
+    base = int(Path(src["path"]).read_text())
+    print(f"squaring {i}")  # goes to the job's log
+    return {"y": (base + i) ** 2}
+
+
+def fake_flaky(ctx, *, i):
+    """Fails on its first call in a given job folder, succeeds on the retry."""
+    _count(ctx, f"flaky{i}")
+    marker = ctx.job_dir / "tried"
+    if not marker.exists():
+        marker.write_text("1")
+        raise RuntimeError("transient failure")
+    return {"i": i}
+
+
+def fake_broken(ctx, *, i):
+    _count(ctx, f"broken{i}")
+    if i == 1 and not os.environ.get("PROBE_TEST_FIXED"):
+        raise ValueError(f"job {i} is broken")
+    return {"i": i, "y": i}
+
+
+def _sum(config, inputs, results):
+    return {"total": sum(r["y"] for r in results.values()), "jobs": results}
+
+
+def make_stages(value=3, n=3, square_fn="fake_square", extra=None):
+    stages = [
+        Stage("source", {"value": value}, [], lambda c: [Job("src", f"{THIS}:fake_source", {"value": c["value"]})]),
+        Stage("square", {"n": n}, ["source"],
+              lambda c: [Job(f"j{i}", f"{THIS}:{square_fn}", {"i": i}) for i in range(c["n"])], _sum),
+        Stage("final", {}, ["square"], lambda c: [Job("f", f"{THIS}:fake_flaky", {"i": 0})]),
+    ]
+    return stages + (extra or [])
+
+
+@pytest.fixture
+def counter(tmp_path, monkeypatch):
+    path = tmp_path / "calls.txt"
+    path.write_text("")
+    monkeypatch.setenv("PROBE_TEST_COUNTER", str(path))
+    return lambda: [line for line in path.read_text().splitlines() if line]
+
+
+def test_run_then_rerun_reuses_everything(tmp_path, counter):
+    wd = tmp_path / "wd"
+    results, reports = run_stages(make_stages(), wd)
+    assert results["square"]["total"] == 9 + 16 + 25
+    # the source file path was rewritten from the .partial folder to the final one, and exists
+    src = results["source"]["jobs"]["src"]["path"]
+    assert ".partial" not in src and Path(src).read_text() == "3"
+    digests = engine.stage_digests(make_stages())
+    assert Path(src).parent.parent.parent == wd.resolve() / "source" / digests["source"]
+    calls = counter()
+    # flaky final job: failed once, retried once
+    assert calls.count("final/flaky0") == 2 and len(calls) == 1 + 3 + 2
+    assert [r.jobs_run for r in reports] == [1, 3, 1]
+    # per-job logs hold the job's prints
+    assert "squaring 2" in (wd / "logs" / "square" / "j2.log").read_text()
+
+    results2, reports2 = run_stages(make_stages(), wd)
+    assert results2 == results
+    assert all(r.cached and r.jobs_run == 0 for r in reports2)
+    assert len(counter()) == len(calls)
+
+
+def test_config_change_recomputes_downstream_only(tmp_path, counter):
+    wd = tmp_path / "wd"
+    run_stages(make_stages(n=2), wd)
+    before = len(counter())
+    results, reports = run_stages(make_stages(n=3), wd)
+    assert [r.cached for r in reports] == [True, False, False]
+    assert results["square"]["total"] == 9 + 16 + 25
+    new = counter()[before:]
+    assert "source/source" not in new and new.count("square/square0") == 1
+
+
+def test_force_and_until(tmp_path, counter):
+    wd = tmp_path / "wd"
+    results, reports = run_stages(make_stages(), wd, until="square")
+    assert set(results) == {"source", "square"} and len(reports) == 2
+    assert not (wd / "final").exists()
+    results, reports = run_stages(make_stages(), wd, force="square")
+    assert [r.cached for r in reports] == [True, False, False]
+    assert [r.jobs_run for r in reports] == [0, 3, 1]
+    with pytest.raises(UserError, match="no such stage"):
+        run_stages(make_stages(), wd, force="nope")
+
+
+def test_failed_job_stops_stage_keeps_finished_jobs(tmp_path, counter, monkeypatch):
+    wd = tmp_path / "wd"
+    with pytest.raises(StageFailed) as info:
+        run_stages(make_stages(square_fn="fake_broken"), wd)
+    msg = str(info.value)
+    assert "'square'" in msg and "j1" in msg and "job 1 is broken" in msg
+    assert str(wd.resolve() / "logs" / "square" / "j1.log") in msg
+    calls = counter()
+    assert calls.count("square/broken1") == 2 and calls.count("square/broken0") == 1  # retried once, others kept
+    st = workdir_status(wd)
+    square = next(s for s in st["stages"] if s["name"] == "square")
+    assert square["state"] == "failed" and square["done"] == 2
+    assert square["failed"][0]["job"] == "j1" and "broken" in square["failed"][0]["error"]
+    assert st["running_pid"] is None
+
+    monkeypatch.setenv("PROBE_TEST_FIXED", "1")
+    results, reports = run_stages(make_stages(square_fn="fake_broken"), wd)
+    assert reports[1].jobs_reused == 2 and reports[1].jobs_run == 1
+    new = counter()[len(calls):]
+    assert "square/broken0" not in new and "square/broken1" in new
+    assert all(s["state"] == "complete" for s in workdir_status(wd)["stages"])
+
+
+def test_lock_blocks_live_holder_and_takes_over_stale(tmp_path):
+    wd = tmp_path / "wd"
+    wd.mkdir()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        import socket
+
+        (wd / engine.LOCK_FILE).write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname(), "started": "x"}))
+        with pytest.raises(UserError, match=f"pid {sleeper.pid}"):
+            with workdir_lock(wd):
+                pass
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # the holder is dead now: its lock is stale and is taken over
+    with workdir_lock(wd):
+        assert json.loads((wd / engine.LOCK_FILE).read_text())["pid"] == os.getpid()
+        with pytest.raises(UserError, match=f"pid {os.getpid()}"):  # a second run on the same workdir
+            with workdir_lock(wd):
+                pass
+    assert not (wd / engine.LOCK_FILE).exists()
+
+
+def test_bad_job_key_and_missing_input_stage():
+    with pytest.raises(ValueError):
+        Job("a/b", "x:y")
+    with pytest.raises(ValueError, match="needs"):
+        engine.stage_digests([Stage("b", {}, ["a"], lambda c: [])])
+
+
+def test_digest_depends_on_code_version_and_inputs():
+    stages = make_stages()
+    a = engine.stage_digests(stages, {"v": 1})
+    b = engine.stage_digests(stages, {"v": 2})
+    assert all(a[k] != b[k] for k in a)
+    c = engine.stage_digests(make_stages(value=4), {"v": 1})
+    assert c["source"] != a["source"] and c["square"] != a["square"] and c["final"] != a["final"]
+
+
+def test_local_cluster_size():
+    workers, threads = engine.local_cluster_size()
+    assert workers >= 1 and threads >= 1
+    assert engine.local_cluster_size(workers=1)[1] >= 1
+
+
+# -- config layer -------------------------------------------------------------------------------------------
+
+TOML = """
+free_form = ["train.model_config"]
+[pipeline]
+kind = "modify"
+[train]
+steps = 100
+models = ["a", "b"]
+flag = true
+model_config = {}
+[presets.small]
+train = {steps = 5}
+[presets.bad]
+train = {stepz = 5}
+"""
+
+
+def test_config_presets_and_set(tmp_path):
+    from probe.pipeline.config import resolve
+
+    path = tmp_path / "toy.toml"
+    path.write_text(TOML)
+    c = resolve(str(path), "small", {"train.models": "a,c", "train.model_config.a.beta": 2})
+    assert c["train"]["steps"] == 5 and c["train"]["models"] == ["a", "c"]
+    assert c["train"]["model_config"] == {"a": {"beta": 2}}
+    assert c["pipeline"]["preset"] == "small" and c["pipeline"]["name"] == "toy"
+    for overrides, match in [({"train.stepz": 3}, "unknown config key 'train.stepz'"),
+                             ({"nope.x": 1}, "unknown config key 'nope'"),
+                             ({"train.steps": "many"}, "expected a number"),
+                             ({"train.flag": 3}, "expected true or false"),
+                             ({"train": 3}, "is a table")]:
+        with pytest.raises(UserError, match=match):
+            resolve(str(path), "small", overrides)
+    with pytest.raises(UserError, match="no preset 'huge'"):
+        resolve(str(path), "huge")
+    with pytest.raises(UserError, match="train.stepz"):
+        resolve(str(path), "bad")
+    with pytest.raises(UserError, match="unknown pipeline"):
+        resolve("no-such-pipeline", "small")

@@ -1,0 +1,241 @@
+"""Integration test of the whole project: `probe pipeline run modify-dsprites --preset smoke` through every
+stage and every model, then rerun (nothing recomputed), kill -9 mid-training and resume (identical metrics),
+an external dask scheduler with two workers, and bad configs (exit 2 before any work).
+
+One smoke workdir is shared by the module (the first run is the expensive part); later tests copy its
+finished upstream stages so that they only recompute what they are about."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from probe.cli import main as probe_main
+from probe.pipeline import run_pipeline
+from probe.pipeline.engine import LOCK_FILE, workdir_status
+
+pytestmark = pytest.mark.slow
+PIPELINE = "modify-dsprites"
+UPSTREAM = ("store", "restarts", "select", "manipulate", "apply", "noise")  # copied to skip them in later tests
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("smoke") / "wd"
+    start = time.time()
+    run = run_pipeline(PIPELINE, workdir=workdir, preset="smoke", scheduler="synchronous", progress=False)
+    run.first_wall_time_s = time.time() - start
+    return run
+
+
+def _cli(args, capsys):
+    with pytest.raises(SystemExit) as info:
+        probe_main(args)
+    out = capsys.readouterr()
+    return info.value.code, out.out, out.err
+
+
+def _runs_by_key(report_inputs: dict) -> dict:
+    return {(r["model"], r["variant"], r["seed"]): r for r in report_inputs["runs"]}
+
+
+def test_smoke_completes_every_stage(smoke):
+    from probe.data import open_store
+    from probe.pipeline.config import resolve
+
+    config = resolve(PIPELINE, "smoke")
+    st = workdir_status(smoke.workdir)
+    assert [s["state"] for s in st["stages"]] == ["complete"] * len(st["stages"])
+    assert smoke.jobs_run == sum(s["total"] for s in st["stages"])
+
+    ri = json.loads((smoke.workdir / "report_inputs.json").read_text())
+    assert ri["pipeline"] == PIPELINE and ri["preset"] == "smoke" and ri["dataset"] == "dsprites"
+    mod, noise = open_store(ri["stores"]["mod"]["path"]), open_store(ri["stores"]["noise"]["path"])
+    orig = open_store(ri["stores"]["orig"]["path"])
+    assert mod.origin["kind"] == "perturbed" and noise.origin["kind"] == "noise"
+    assert mod.digest == ri["stores"]["mod"]["digest"] != orig.digest != noise.digest
+    assert ri["stores"]["noise"]["epsilon"] == pytest.approx(0.1) and ri["stores"]["mod"]["epsilon"] == pytest.approx(0.1)
+    assert len(mod) == len(orig) == len(noise) == 3 * 2 * 4 * 4 * 4
+
+    # restarts: one entangled (lowest MIG) and one disentangled (highest MIG)
+    selected = {r["selected"]: r for r in ri["restarts"] if r["selected"]}
+    assert set(selected) == {"entangled", "disentangled"}
+    assert selected["entangled"]["mig"] == min(r["mig"] for r in ri["restarts"])
+    assert selected["disentangled"]["mig"] == max(r["mig"] for r in ri["restarts"])
+    assert Path(ri["manipulation"]["losses"]).exists() and Path(ri["manipulation"]["figure4"]).exists()
+
+    # metrics for every (model, variant, seed), each run complete with its learning curve
+    runs = _runs_by_key(ri)
+    expected = {(m, v, s) for m in config["retrain"]["models"] for v in ("orig", "mod", "noise") for s in (0, 1)}
+    assert set(runs) == expected and len(expected) == len(config["retrain"]["models"]) * 6
+    for key, r in runs.items():
+        assert (Path(r["run_dir"]) / "done.json").exists(), key
+        assert Path(r["curve"]).exists(), key
+        assert 0.0 <= r["metrics"]["mig"]["mig"] <= 1.0, key
+        if config["hyperparameters"].get(r["model"]):
+            assert r["hyperparameter"]["name"] == config["hyperparameters"][r["model"]]
+            assert r["hyperparameter"]["value"] is not None
+    assert runs[("beta-vae", "orig", 0)]["hyperparameter"] == {"name": "beta", "value": 8.0}  # Table 2, dSprites
+    assert ri["linear_pca"] is not None and ri["robustness"] == []
+    # every run of a variant was trained on that variant's store
+    for (model, variant, seed), r in runs.items():
+        cfg = json.loads((Path(r["run_dir"]) / "config.json").read_text())
+        assert cfg["store"]["digest"] == ri["stores"][variant]["digest"]
+        assert cfg["seed"] == seed
+
+
+def test_rerun_recomputes_nothing(smoke, capsys):
+    before = json.loads((smoke.workdir / "report_inputs.json").read_text())
+    start = time.time()
+    code, out, err = _cli(["pipeline", "run", PIPELINE, "--preset", "smoke", "--workdir", str(smoke.workdir),
+                           "--scheduler", "synchronous"], capsys)
+    elapsed = time.time() - start
+    assert code == 0, err
+    assert "(0 job(s) run)" in err and err.count("cached") == 11
+    assert elapsed < 20
+    assert json.loads((smoke.workdir / "report_inputs.json").read_text()) == before
+    code, out, err = _cli(["pipeline", "status", str(smoke.workdir)], capsys)
+    assert code == 0 and out.count("complete") == 11 and "not running" in out
+
+
+def _copy_upstream(src: Path, dst: Path) -> None:
+    """Copy the finished upstream stages: the same digests make them cached in ``dst``."""
+    dst.mkdir(parents=True)
+    for stage in UPSTREAM:
+        shutil.copytree(src / stage, dst / stage, symlinks=True)
+
+
+def test_kill_during_training_then_resume_gives_identical_metrics(smoke, tmp_path):
+    wd = tmp_path / "killed"
+    _copy_upstream(smoke.workdir, wd)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "probe.cli", "pipeline", "run", PIPELINE, "--preset", "smoke",
+                             "--workdir", str(wd), "--scheduler", "synchronous", "--quiet"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    killed_mid_job = None
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            runs = [p.parent for p in wd.glob("retrain/*.partial/jobs/*/run/checkpoint.pt")]
+            unfinished = [r for r in runs if not (r / "done.json").exists()]
+            if unfinished and len(runs) >= 3:
+                proc.send_signal(signal.SIGKILL)
+                killed_mid_job = unfinished[0]
+                break
+            time.sleep(0.02)
+    finally:
+        if proc.poll() is None and killed_mid_job is None:
+            proc.kill()
+        proc.wait()
+    assert killed_mid_job is not None, f"never saw a training checkpoint: {proc.stderr.read().decode()[-2000:]}"
+    assert proc.returncode == -signal.SIGKILL
+    assert (wd / LOCK_FILE).exists()  # left behind by the killed run: stale, taken over below
+    st = workdir_status(wd)
+    retrain = next(s for s in st["stages"] if s["name"] == "retrain")
+    assert retrain["state"] in ("partial", "pending") and retrain["done"] < retrain["total"]
+
+    resumed = run_pipeline(PIPELINE, workdir=wd, preset="smoke", scheduler="synchronous", progress=False)
+    retrain_report = next(r for r in resumed.reports if r.name == "retrain")
+    assert retrain_report.jobs_reused >= 2 and not retrain_report.cached
+    assert all(r.cached for r in resumed.reports if r.name in UPSTREAM)
+    a = _runs_by_key(json.loads((smoke.workdir / "report_inputs.json").read_text()))
+    b = _runs_by_key(json.loads((wd / "report_inputs.json").read_text()))
+    assert set(a) == set(b)
+    for key in a:
+        assert b[key]["metrics"] == a[key]["metrics"], key
+
+
+def _wait_for(path: Path, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while not path.exists():
+        if time.time() > deadline:
+            raise TimeoutError(f"{path} did not appear")
+        time.sleep(0.1)
+
+
+def test_external_dask_scheduler_with_two_workers(smoke, tmp_path, capsys):
+    wd = tmp_path / "dask"
+    _copy_upstream(smoke.workdir, wd)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    scheduler_file = tmp_path / "scheduler.json"
+    bin_dir = Path(sys.executable).parent
+    procs = [subprocess.Popen([str(bin_dir / "dask"), "scheduler", "--host", "127.0.0.1", "--port", "0",
+                               "--no-dashboard", "--scheduler-file", str(scheduler_file)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        _wait_for(scheduler_file)
+        for i in range(2):
+            procs.append(subprocess.Popen([str(bin_dir / "dask"), "worker", "--scheduler-file", str(scheduler_file),
+                                           "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1",
+                                           "--name", f"w{i}"], env=env, cwd=str(tmp_path),
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        address = json.loads(scheduler_file.read_text())["address"]
+        assert address.startswith("tcp://127.0.0.1:")
+        from distributed import Client
+
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(2, timeout=60)
+        code, out, err = _cli(["pipeline", "run", PIPELINE, "--preset", "smoke", "--workdir", str(wd),
+                               "--scheduler", address], capsys)
+        assert code == 0, err
+        assert f"dask scheduler {address}" in err
+    finally:
+        for p in reversed(procs):
+            p.send_signal(signal.SIGTERM)
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    ri = json.loads((wd / "report_inputs.json").read_text())
+    assert set(_runs_by_key(ri)) == set(_runs_by_key(json.loads((smoke.workdir / "report_inputs.json").read_text())))
+    # the jobs ran in the worker processes, not here: their logs name other pids
+    logs = list((wd / "logs" / "retrain").glob("*.log"))
+    pids = {int(line.split(" pid ")[1].split()[0]) for p in logs for line in p.read_text().splitlines()
+            if line.startswith("--- ") and " pid " in line}
+    assert len(pids) == 2 and os.getpid() not in pids
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "retrain.models=ae,no-such-model"], "no-such-model"),
+    (["--set", "retrain.seedz=3"], "retrain.seedz"),
+    (["--set", "retrain.train.stepz=3"], "stepz"),
+    (["--preset", "huge"], "no preset 'huge'"),
+    (["--preset", "paper"], "probe datasets fetch dsprites"),
+])
+def test_bad_configs_exit_2_before_any_work(args, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PROBE_DATA_DIR", str(tmp_path / "no-data"))
+    wd = tmp_path / "wd"
+    argv = ["pipeline", "run", PIPELINE, "--workdir", str(wd), "--scheduler", "synchronous"]
+    if "--preset" not in args:
+        argv += ["--preset", "smoke"]
+    code, out, err = _cli(argv + args, capsys)
+    assert code == 2
+    assert message in err and err.startswith("error: ") and "Traceback" not in err
+    assert not wd.exists()
+
+
+def test_paper_preset_message_names_file_and_url(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PROBE_DATA_DIR", str(tmp_path / "no-data"))
+    from probe.data.sources import card, default_source
+
+    code, out, err = _cli(["pipeline", "show", PIPELINE, "--preset", "paper"], capsys)
+    assert code == 2
+    assert str(default_source("dsprites")) in err and card("dsprites")["files"][0]["url"] in err
+
+
+def test_show_prints_plan(capsys):
+    code, out, err = _cli(["pipeline", "show", "modify-shapes3d", "--preset", "quick", "--set", "retrain.seeds=4"], capsys)
+    assert code == 0, err
+    assert "retrain" in out and "retrain.seeds = 4" in out
+    # 4 models × 3 variants × 4 seeds retrain jobs, and as many evaluations
+    assert " 48 job(s), 96,000 training steps" in out

@@ -1,0 +1,268 @@
+"""probe.report: statistics on constructed inputs, and a full report from a realistic fake workdir."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from probe.errors import UserError
+from probe.report import compare, make_report, verdict, welch_t_test
+from probe.report.stats import bootstrap_ci
+
+# -- statistics ------------------------------------------------------------------------------------
+
+
+def test_welch_matches_hand_formula_and_scipy():
+    from scipy.stats import ttest_ind
+
+    a = np.array([0.61, 0.55, 0.70, 0.64])
+    b = np.array([0.30, 0.41, 0.22])
+    res = welch_t_test(a, b)
+    va, vb = a.var(ddof=1) / 4, b.var(ddof=1) / 3
+    t = (b.mean() - a.mean()) / np.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va ** 2 / 3 + vb ** 2 / 2)
+    assert res["t"] == pytest.approx(t)
+    assert res["df"] == pytest.approx(df)
+    assert res["p"] == pytest.approx(ttest_ind(b, a, equal_var=False).pvalue)
+
+
+def test_known_effect_gives_small_p_and_ci_below_zero():
+    rng = np.random.default_rng(0)
+    orig = 0.6 + 0.03 * rng.standard_normal(5)
+    mod = 0.2 + 0.03 * rng.standard_normal(5)
+    c = compare(orig, mod)
+    assert c["p"] < 1e-4
+    assert c["ci"][1] < 0 and c["ci"][0] < c["delta"] < c["ci"][1]
+    assert c["delta"] == pytest.approx(mod.mean() - orig.mean())
+
+
+def test_no_effect_gives_large_p_and_ci_covering_zero():
+    rng = np.random.default_rng(1)
+    base = 0.4 + 0.05 * rng.standard_normal(8)
+    other = base[::-1] + 1e-3  # same distribution, tiny shift
+    c = compare(base, other)
+    assert c["p"] > 0.5
+    assert c["ci"][0] < 0 < c["ci"][1]
+
+
+def test_bootstrap_ci_is_seeded_and_shrinks_with_n():
+    rng = np.random.default_rng(2)
+    a3, b3 = rng.normal(0, 1, 3), rng.normal(0, 1, 3)
+    a30, b30 = rng.normal(0, 1, 30), rng.normal(0, 1, 30)
+    assert bootstrap_ci(a3, b3, seed=5) == bootstrap_ci(a3, b3, seed=5)
+    w3 = np.diff(bootstrap_ci(a3, b3))[0]
+    w30 = np.diff(bootstrap_ci(a30, b30))[0]
+    assert w30 < w3
+
+
+def test_degenerate_groups():
+    assert math.isnan(welch_t_test([0.5], [0.1, 0.2])["p"])
+    assert welch_t_test([0.5, 0.5], [0.5, 0.5])["p"] == 1.0
+    assert welch_t_test([0.5, 0.5], [0.2, 0.2])["p"] == 0.0
+
+
+def test_verdict_rule():
+    orig = [0.60, 0.62, 0.58, 0.61, 0.59]
+    mod = [0.20, 0.22, 0.18, 0.21, 0.19]
+    small_noise = [0.57, 0.60, 0.58, 0.59, 0.56]
+    assert verdict(orig, mod, small_noise)["label"] == "relies on local structure"
+    # the noise control drops as much: not attributable to the manipulation
+    big_noise = [0.10, 0.12, 0.11, 0.09, 0.10]
+    assert verdict(orig, mod, big_noise)["label"].startswith("inconclusive")
+    # no noise runs: clause waived, and the reason says so
+    v = verdict(orig, mod, None)
+    assert v["label"] == "relies on local structure" and "waived" in v["reason"]
+    # unchanged scores, tight: unaffected
+    assert verdict(orig, [0.61, 0.60, 0.59, 0.62, 0.58], small_noise)["label"] == "unaffected"
+    # noisy, 3 seeds, moderate drop: inconclusive
+    v = verdict([0.6, 0.2, 0.4], [0.3, 0.5, 0.1], [0.5, 0.4, 0.3])
+    assert v["label"] == "inconclusive at n=3 seeds"
+    assert verdict([0.6], [0.1], [0.5])["label"] == "inconclusive at n=1 seeds"
+
+
+# -- a realistic workdir ------------------------------------------------------------------------------
+
+MODELS = {  # model -> (hyperparameter, mean MIG per variant)
+    "beta-vae": (("beta", 8), {"orig": 0.40, "mod": 0.08, "noise": 0.36}),
+    "pcl": ((None, None), {"orig": 0.25, "mod": 0.25, "noise": 0.24}),
+    "ae": ((None, None), {"orig": 0.10, "mod": 0.09, "noise": 0.10}),
+}
+
+
+def _metrics(mig: float, rng, active: int = 4) -> dict:
+    """A metrics dict of the evaluate_run shape (INTERFACES.md) around a given MIG."""
+    j = lambda s: float(np.clip(s + 0.02 * rng.standard_normal(), 0, 1))  # noqa: E731
+    return {
+        "mig": {"mig": j(mig)},
+        "dci": {"disentanglement": j(mig + 0.2), "completeness": j(mig + 0.1), "informativeness_train": 0.9,
+                "informativeness_test": 0.85},
+        "sap": {"sap": j(mig / 4)},
+        "factor_vae_score": {"train_accuracy": j(mig + 0.4), "eval_accuracy": j(mig + 0.4), "num_active_dims": active},
+        "infomec": {"infom": j(mig + 0.3), "infoe": 0.8, "infoc": j(mig + 0.2)},
+        "active_units": {"active_units": active, "mean_variance": [0.01] * active + [1.0] * (4 - active)},
+        "reconstruction": {"bce": 30 + 5 * rng.random(), "mse": 0.01, "psnr": 20.0},
+    }
+
+
+def write_fake_workdir(root, *, store_path=None, restart_dirs=None, robustness=True, seeds=(0, 1, 2)) -> dict:
+    rng = np.random.default_rng(0)
+    root.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for model, ((hname, hval), means) in MODELS.items():
+        for variant, mean in means.items():
+            for seed in seeds:
+                run_dir = root / "retrain" / f"{model}-{variant}-{seed}"
+                run_dir.mkdir(parents=True)
+                steps = np.arange(0, 1000, 100)
+                curve = run_dir / "metrics.jsonl"
+                curve.write_text("".join(json.dumps({"step": int(s), "loss": float(100 * np.exp(-s / 300) + 30 + rng.random()),
+                                                     "kl": 3.0}) + "\n" for s in steps))
+                runs.append({"model": model, "variant": variant, "seed": seed, "run_dir": str(run_dir),
+                             "hyperparameter": {"name": hname, "value": hval},
+                             "metrics": _metrics(mean, rng), "curve": str(curve)})
+    rob = []
+    if robustness:
+        for scale in (0.5, 1.0, 2.0, 4.0):
+            for variant in ("orig", "mod"):
+                for seed in seeds:
+                    active = 4 if scale < 4.0 or seed == 0 else 2  # two over-pruned at the largest scale per variant
+                    base = MODELS["beta-vae"][1][variant]
+                    rob.append({"model": "beta-vae", "variant": variant, "seed": seed, "scale": scale,
+                                "run_dir": str(root / "rob" / f"{scale}-{variant}-{seed}"),
+                                "hyperparameter": {"name": "beta", "value": 8 * scale},
+                                "metrics": _metrics(base + 0.02 * scale, rng, active=active), "curve": None})
+    losses = root / "manipulate" / "losses.jsonl"
+    losses.parent.mkdir(parents=True)
+    losses.write_text("".join(json.dumps({"step": s, "loss_ent": 50 - s / 100, "loss_dis": 50 + s / 200}) + "\n"
+                              for s in range(0, 1000, 50)))
+    restarts = []
+    for i, (sel, mig) in enumerate((("entangled", 0.02), (None, 0.15), ("disentangled", 0.45))):
+        run_dir = (restart_dirs or {}).get(sel) or root / "restarts" / f"r{i}"
+        restarts.append({"run_dir": str(run_dir), "seed": i, "mig": mig, "selected": sel})
+    inputs = {
+        "pipeline": "modify-dsprites", "preset": "smoke", "dataset": "dsprites", "workdir": str(root),
+        "provenance": {"code_version": {"probe_version": "0.1.0", "git_commit": "abc123", "source_digest": "f" * 64},
+                       "environment": {"python": "3.11", "torch": "2.13.0", "cuda": None},
+                       "started": "2025-01-01T00:00:00", "wall_time_s": 123.4, "config": {"restarts": 3}},
+        "stores": {"orig": {"path": str(store_path or root / "missing.zarr"), "digest": "a" * 64},
+                   "mod": {"path": str(root / "mod.zarr"), "digest": "b" * 64, "epsilon": 0.1},
+                   "noise": {"path": str(root / "noise.zarr"), "digest": "c" * 64, "epsilon": 0.1}},
+        "restarts": restarts,
+        "manipulation": {"dir": str(root / "manipulate"), "losses": str(losses), "figure4": None},
+        "runs": runs,
+        "robustness": rob,
+        "linear_pca": None,
+    }
+    (root / "report_inputs.json").write_text(json.dumps(inputs))
+    return inputs
+
+
+def _png_size(path):
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(path)
+    return img.shape
+
+
+def test_report_from_fake_workdir(tmp_path, make_toy_store):
+    store = make_toy_store()
+    workdir = tmp_path / "wd"
+    write_fake_workdir(workdir, store_path=store.path)
+    out = make_report(workdir, tmp_path / "rep")
+    md = out["markdown"].read_text()
+    html = out["html"].read_text()
+
+    # Table 1 style: one row per model, all three variants as columns
+    mig_table = md.split("### MIG\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert mig_table[0] == "| model | dsprites orig | dsprites mod | dsprites noise |"
+    body = mig_table[2:]
+    assert len(body) == len(MODELS)
+    assert body[0].startswith("| beta-vae (beta=8) |")
+    for row in body:
+        assert len(re.findall(r"\d\.\d\d ± \d\.\d\d", row)) == 3
+    for label in ("DCI-D", "FactorVAE score", "SAP", "InfoM", "InfoE", "InfoC", "Reconstruction (BCE"):
+        assert f"### {label}" in md
+    assert "### Modularity" not in md  # absent metrics are not shown
+
+    # verdicts: the constructed effect is detected, the rule is stated
+    summary = json.loads(out["summary"].read_text())
+    labels = {m: v["label"] for m, v in summary["datasets"][0]["models"].items()}
+    assert labels["beta-vae"] == "relies on local structure"
+    assert labels["pcl"] != "relies on local structure"
+    assert "Welch" in md and "bootstrap 95% CI" in md and "relies on local structure" in md
+
+    # robustness: over-pruned runs (2 active units < 4 factors) dropped and counted
+    rob = summary["robustness"]["dsprites"]
+    assert rob["num_factors"] == 4
+    assert rob["counts"]["beta-vae/orig"] == {"kept": 10, "dropped": 2, "unknown_active": 0}
+
+    # restarts unloadable here (no run dirs): stated, not a crash
+    assert "could not be loaded" in md
+    assert "No linear-PCA result" in md
+
+    # figures: every PNG renders with a sane size and is embedded in the HTML
+    names = {p.name for p in out["figures"]}
+    assert {"bars_dsprites.png", "linesearch_dsprites.png", "curves_dsprites.png",
+            "manipulation_losses_dsprites.png"} <= names
+    for path in out["figures"]:
+        h, w = _png_size(path)[:2]
+        assert h > 100 and w > 150, path
+        assert f"figures/{path.name}" in md
+    assert html.count("data:image/png;base64,") == len(out["figures"])
+    assert "<table>" in html and "figures/" not in html
+
+    # provenance
+    assert "abc123" in md and "123 s" in md and "ε=0.1" in md
+
+
+def test_report_missing_pieces_and_rerun(tmp_path):
+    workdir = tmp_path / "wd"
+    inputs = write_fake_workdir(workdir, robustness=False)
+    inputs["restarts"] = []
+    inputs["manipulation"] = None
+    inputs["runs"] = [r for r in inputs["runs"] if r["variant"] != "noise"]
+    (workdir / "report_inputs.json").write_text(json.dumps(inputs))
+    out = make_report(workdir)
+    md = out["markdown"].read_text()
+    assert out["markdown"].parent == workdir / "report"
+    assert "no robustness runs" in md and "No restarts" in md and "No manipulation" in md
+    assert "number of factors is unknown" not in md  # no robustness section body at all
+    assert "no runs" in md  # orig→noise column
+    # a second run replaces the earlier report
+    make_report(workdir)
+    assert (workdir / "report" / "report.md").exists()
+
+
+def test_report_user_errors(tmp_path):
+    with pytest.raises(UserError, match="report_inputs.json"):
+        make_report(tmp_path)
+    (tmp_path / "report_inputs.json").write_text("{not json")
+    with pytest.raises(UserError, match="not valid JSON"):
+        make_report(tmp_path)
+    (tmp_path / "report_inputs.json").write_text(json.dumps({"runs": [{"model": "x", "variant": "bogus"}]}))
+    with pytest.raises(UserError, match="variant"):
+        make_report(tmp_path)
+    wd = tmp_path / "wd"
+    write_fake_workdir(wd, robustness=False)
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "precious.txt").write_text("keep")
+    with pytest.raises(UserError, match="not empty"):
+        make_report(wd, busy)
+    assert (busy / "precious.txt").read_text() == "keep"
+
+
+def test_report_cli(tmp_path):
+    from probe.cli import cli
+
+    wd = tmp_path / "wd"
+    write_fake_workdir(wd, robustness=False)
+    res = CliRunner().invoke(cli, ["report", str(wd), "--out", str(tmp_path / "r"), "--no-load-runs"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "r" / "report.html").exists()
+    assert "not computed" in (tmp_path / "r" / "report.md").read_text()
