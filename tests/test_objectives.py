@@ -255,10 +255,12 @@ def test_slow_vae_gamma_zero_is_pair_summed_beta_vae():
     batch = toy_batch()
     torch.manual_seed(4)
     loss, logs = model.loss(batch, 0)
+    loss = loss.detach()
     assert float(loss) == pytest.approx(2 * float(logs["reconstruction"]) + 3.0 * float(logs["kl"]), rel=1e-6)
     model = build(SlowVAE)
     torch.manual_seed(4)
     loss_full, logs_full = model.loss(batch, 0)
+    loss_full = loss_full.detach()
     assert float(loss_full) == pytest.approx(2 * float(logs_full["reconstruction"]) + float(logs_full["kl"])
                                              + 10.0 * float(logs_full["kl_laplace"]), rel=1e-6)
 
@@ -279,6 +281,15 @@ def test_slow_vae_and_pcl_pair_samplers():
 
 
 # -- PCL ---------------------------------------------------------------------------------------------
+
+def test_presets_freeze_the_shape_factor_of_each_dataset():
+    from probe.data.synth import dsprites, shapes3d
+
+    for cls in (SlowVAE, PCL):
+        for dataset, names in (("dsprites", dsprites.FACTOR_NAMES), ("shapes3d", shapes3d.FACTOR_NAMES)):
+            (index,) = cls.presets()[dataset]["frozen_factors"]
+            assert names[index] == "shape"
+
 
 def test_pcl_regression_and_logits_on_known_features():
     model = build(PCL, num_latent=2)
@@ -302,7 +313,7 @@ def test_pcl_regression_and_logits_on_known_features():
 def test_pcl_initial_parameters_and_representation():
     model = build(PCL, num_latent=4)
     assert torch.equal(model.coef_t.data, torch.ones(4)) and torch.equal(model.coef_prev.data, -torch.ones(4))
-    assert torch.equal(model.offset.data, torch.zeros(4)) and float(model.bias) == 0.0
+    assert torch.equal(model.offset.data, torch.zeros(4)) and float(model.bias.detach()) == 0.0
     x = toy_batch().x
     assert model.encode(x).shape == (8, 4)
     assert model.posterior_variance(x) is None
@@ -318,13 +329,14 @@ def test_pcl_loss_is_logistic_on_real_vs_permuted():
     batch = toy_batch(b=6)
     torch.manual_seed(5)
     loss, logs = model.loss(batch, 0)
+    loss = loss.detach()
     h = model.encoder(torch.cat([batch.x, batch.x_next]))
     torch.manual_seed(5)
     perm = torch.randperm(6)
     logits = model.logits(h[6:], h[:6], perm)
     labels = torch.cat([torch.ones(6), torch.zeros(6)])
     expected = -(labels * torch.nn.functional.logsigmoid(logits) + (1 - labels) * torch.nn.functional.logsigmoid(-logits)).mean()
-    assert float(loss) == pytest.approx(float(expected), rel=1e-5)
+    assert float(loss) == pytest.approx(float(expected.detach()), rel=1e-5)
 
 
 # -- every model: config, presets, a few optimisation steps ------------------------------------------

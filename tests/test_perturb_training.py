@@ -38,7 +38,7 @@ def restarts(tmp_path_factory):
                         factor_values=[np.linspace(0, 1, s).tolist() for s in sizes],
                         origin={"kind": "synthetic", "config": {"generator": "toy"}, "seed": 0})
     runs = [train_run({"model": "beta-vae", "seed": seed, "model_config": {"beta": 4.0, "lr": 1e-3},
-                       "train": {"steps": 20, "batch_size": 16, "log_every": 10, "checkpoint_every": 20}},
+                       "train": {"steps": 10, "batch_size": 16, "log_every": 5, "checkpoint_every": 10}},
                       store.path, root / f"r{seed}", progress=False) for seed in range(2)]
     return store, runs, root
 
@@ -179,3 +179,24 @@ def test_figure4(restarts, manipulation, tmp_path):
     out = figure4(store.path, manipulation, tmp_path / "fig4.png", n=3)
     img = mpimg.imread(out)
     assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100
+
+
+def test_describe_restarts_records_mig_order_and_choice(restarts):
+    from probe.metrics import evaluate_run
+    from probe.perturb import describe_restarts
+
+    store, runs, _ = restarts
+    res = describe_restarts(runs, store.path, k=1, seed=0, num_samples=64, min_active_units=0, num_train=200)
+    for run in runs:
+        expected = evaluate_run(run, store.path, metrics=["mig"], seed=0, num_train=200)["metrics"]["mig"]["mig"]
+        assert res["mig"][str(run)] == pytest.approx(expected)
+        info = res["runs"][str(run)]
+        assert sorted(info["order"]) == list(range(len(info["mean_variance"])))
+        assert np.all(np.diff(np.asarray(info["mean_variance"])[info["order"]]) >= 0)
+    low, high = sorted(map(str, runs), key=lambda r: (res["mig"][r], r))
+    assert res["entangled"] == [low] and res["disentangled"] == [high]
+    assert res["runs"][low]["selected"] == "entangled" and res["runs"][high]["selected"] == "disentangled"
+    assert res["excluded"] == []
+    # a threshold no run meets is a clear user error, not a silent choice
+    with pytest.raises(UserError, match="active latent"):
+        describe_restarts(runs, store.path, k=1, seed=0, num_samples=64, min_active_units=99, num_train=200)

@@ -162,6 +162,71 @@ def write_fake_workdir(root, *, store_path=None, restart_dirs=None, robustness=T
     return inputs
 
 
+@pytest.fixture(scope="module")
+def trained_restarts(tmp_path_factory):
+    """A small store and two 20-step β-VAE runs on it (stand-ins for the selected restarts)."""
+    import torch
+
+    from probe.data import StateSpace, write_store
+    from probe.train import train_run
+    from conftest import render_toy_images
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("restarts")
+    sizes = (2, 3, 4, 4)
+    factors = StateSpace(sizes).all_factors()
+    store = write_store(root / "orig.zarr", render_toy_images(factors, sizes, 16, 1), factors, name="dsprites",
+                        factor_names=["shape", "level", "x", "y"], factor_sizes=list(sizes),
+                        factor_values=[np.linspace(0, 1, s).tolist() for s in sizes],
+                        origin={"kind": "synthetic", "config": {"generator": "toy"}, "seed": 0})
+    runs = [train_run({"model": "beta-vae", "seed": seed, "model_config": {"beta": 4.0, "lr": 1e-3},
+                       "train": {"steps": 20, "batch_size": 16, "log_every": 10, "checkpoint_every": 20}},
+                      store.path, root / f"r{seed}", progress=False) for seed in range(2)]
+    return store, runs
+
+
+def test_report_with_trained_restarts(tmp_path, trained_restarts):
+    import matplotlib.pyplot as plt
+
+    store, runs = trained_restarts
+    workdir = tmp_path / "wd"
+    inputs = write_fake_workdir(workdir, store_path=store.path, robustness=False,
+                                restart_dirs={"entangled": runs[0], "disentangled": runs[1]})
+    fig4 = workdir / "figure4.png"
+    plt.imsave(fig4, np.random.default_rng(0).random((40, 120)))
+    inputs["manipulation"]["figure4"] = str(fig4)
+    (workdir / "report_inputs.json").write_text(json.dumps(inputs))
+    out = make_report(workdir, tmp_path / "rep", nmi_samples=96)
+    names = {p.name for p in out["figures"]}
+    assert {"nmi_dsprites.png", "traversals_dsprites.png", "figure4_dsprites.png"} <= names
+    summary = json.loads(out["summary"].read_text())
+    nmi = list(summary["nmi"]["dsprites"].values())
+    assert len(nmi) == 2
+    for matrix in nmi:
+        m = np.asarray(matrix)
+        assert m.shape == (4, 4)  # factors × latents (num_latent defaults to the number of factors)
+        assert np.all(m >= 0) and np.all(m <= 1 + 1e-9)
+    for path in out["figures"]:
+        if path.name.startswith("figure4"):
+            assert path.read_bytes() == fig4.read_bytes()  # copied as is
+            continue
+        h, w = _png_size(path)[:2]
+        assert h > 100 and w > 100, path
+    assert "could not be loaded" not in out["markdown"].read_text()
+
+
+def test_nmi_of_a_copied_factor_is_one():
+    from probe.report.latents import normalized_mutual_information
+
+    factors = np.stack(np.meshgrid(np.arange(4), np.arange(5), indexing="ij"), -1).reshape(-1, 2)
+    factors = np.repeat(factors, 10, 0)
+    rng = np.random.default_rng(0)
+    codes = np.stack([factors[:, 1] + 0.01 * rng.standard_normal(len(factors)), rng.standard_normal(len(factors))], 1)
+    nmi = normalized_mutual_information(codes, factors)
+    assert nmi[1, 0] == pytest.approx(1.0, abs=1e-9)  # z0 determines factor 1
+    assert nmi[0, 0] < 0.05 and nmi[0, 1] < 0.2  # unrelated pairs carry (almost) nothing
+
+
 def _png_size(path):
     import matplotlib.image as mpimg
 
@@ -254,6 +319,8 @@ def test_report_user_errors(tmp_path):
     (busy / "precious.txt").write_text("keep")
     with pytest.raises(UserError, match="not empty"):
         make_report(wd, busy)
+    with pytest.raises(UserError, match="higher is better"):
+        make_report(wd, tmp_path / "r2", primary_metric="recon_bce")
     assert (busy / "precious.txt").read_text() == "keep"
 
 

@@ -42,6 +42,8 @@ def _parse_floats(text: str, what: str) -> list[float]:
               help="With --data: a trained nonlinear β-VAE run on that store, for the Fig. 1 local-vs-global alignment.")
 @click.option("--dims", default="4x2,10x3,20x5", show_default=True, help="Synthetic: DATAxLATENT pairs.")
 @click.option("--noise", default="0,0.1,0.3", show_default=True, help="Synthetic: isotropic noise std levels.")
+@click.option("--theorem1-dims", default="2,3,5", show_default=True,
+              help="Synthetic: dimensions of the direct minimisation of the reduced objective (6)-(7).")
 @click.option("--beta", type=float, default=None, help="KL weight (synthetic default 0.5; store default 0.2·λ_d).")
 @click.option("--num-latent", type=int, default=None, help="Store: latents (default: number of factors).")
 @click.option("--project-dims", type=int, default=None, help="Store: PCA dimensions kept (default 2·latents).")
@@ -50,7 +52,7 @@ def _parse_floats(text: str, what: str) -> list[float]:
               help="Synthetic: exact expectation over ε (L-BFGS) or reparameterised minibatches (Adam).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", type=click.Path(), default=None, help="Write the full result as JSON here.")
-def verify(store_path, run_dir, dims, noise, beta, num_latent, project_dims, num_images, estimator, seed, out):
+def verify(store_path, run_dir, dims, noise, theorem1_dims, beta, num_latent, project_dims, num_images, estimator, seed, out):
     """Train a linear VAE and check it against PCA: subspace match, matched alignment (mean |cos|),
     σ-ordering vs eigenvalue ordering, V a signed permutation; plus Theorem 1 on the reduced objective."""
     from probe.analysis.verify import verify_store, verify_synthetic
@@ -65,7 +67,8 @@ def verify(store_path, run_dir, dims, noise, beta, num_latent, project_dims, num
 
         click.echo("data_dim latents noise | subspace mean cos² | alignment mean |cos| | σ-order | V perm err | pass")
         result = verify_synthetic(_parse_dims(dims), _parse_floats(noise, "--noise"),
-                                  beta=0.5 if beta is None else beta, seed=seed, estimator=estimator, progress=show)
+                                  beta=0.5 if beta is None else beta, seed=seed, estimator=estimator, progress=show,
+                                  theorem1_dims=[int(d) for d in _parse_floats(theorem1_dims, "--theorem1-dims")])
         for t in result["theorem1"]:
             click.echo(f"Theorem 1, dim {t['dim']}: objective − closed form = {t['objective_gap']:.2e}, "
                        f"V perm err {t['v_signed_permutation']['max_abs_error']:.1e}, "

@@ -6,14 +6,16 @@ Model (Zietlow et al. 2021 §4.1 with linear maps, Lucas et al. 2019's "linear V
 Loss (Eq. 4, Gaussian decoder, squared error summed over dimensions, mean over data):
     L = E_x E_ε ||W_D z + b − x||² + β · ½ Σ_j (μ_j² + σ_j² − log σ_j² − 1).
 
-Why our own loop and objective: the models in ``probe.models`` take image batches [B, C, H, W] in
-[0, 1] with a Bernoulli likelihood (disentanglement_lib), while Theorem 1 is about the squared-error
-objective on real-valued vectors; the analysis therefore states the objective here.
-
-Estimators: ``"analytic"`` takes E_ε in closed form, E_ε||W_D σ∘ε||² = Σ_j σ_j² ||W_D[:, j]||², and
-the mean over the data through the second-moment matrix S of the centred data, so a step is exact
-full-batch gradient descent on the VAE objective (L-BFGS). ``"sampled"`` is the usual reparameterised
-minibatch training with Adam (what a trainer does); it reaches the same solution more slowly.
+The objective is the one of ``probe.models.linear_vae.LinearVAE`` (registry "linear-vae"): the
+``"sampled"`` estimator trains that model class itself with its own ``loss`` (reparameterised
+minibatches, Adam, float32: what the trainer does, on in-memory arrays fed as [B, 1, 1, D]). The
+``"analytic"`` estimator minimises the same objective with E_ε taken in closed form,
+E_ε||W_D σ∘ε||² = Σ_j σ_j² ||W_D[:, j]||², and the mean over the data taken through the second-moment
+matrix S of the centred data (the encoder bias then sits at its optimum, −W_E·mean, and the decoder
+bias at the mean), so each step is exact full-batch gradient descent (L-BFGS). A test checks that the
+analytic value equals the model's ``loss`` averaged over ε. The sampled estimator reaches the same
+solution, much more slowly: the rotation that aligns the latents with PCA is driven only by the
+small σ-dependent term.
 """
 
 from __future__ import annotations
@@ -32,15 +34,6 @@ def _objective_analytic(w_enc, w_dec, logvar, second_moment, beta):
     mean_sq = torch.diagonal(w_enc @ second_moment @ w_enc.T)
     kl = 0.5 * (mean_sq + var - logvar - 1).sum()
     return recon + stochastic + beta * kl, {"reconstruction": recon, "stochastic": stochastic, "kl": kl}
-
-
-def _objective_sampled(w_enc, w_dec, logvar, batch, beta, generator):
-    mean = batch @ w_enc.T
-    eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype)
-    z = mean + torch.exp(0.5 * logvar) * eps
-    recon = ((z @ w_dec.T - batch) ** 2).sum(1).mean()
-    kl = 0.5 * (mean ** 2 + logvar.exp() - logvar - 1).sum(1).mean()
-    return recon + beta * kl, {"reconstruction": recon, "kl": kl}
 
 
 def fit_linear_vae(data: np.ndarray, num_latent: int, *, beta: float = 0.1, seed: int = 0,
@@ -81,19 +74,12 @@ def fit_linear_vae(data: np.ndarray, num_latent: int, *, beta: float = 0.1, seed
         with torch.no_grad():
             loss, terms = _objective_analytic(w_enc, w_dec, logvar, second_moment, beta)
     else:
-        opt = torch.optim.Adam(params, lr=lr)
-        total = steps or 20000
-        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, total)
-        for step in range(total):
-            idx = torch.randint(0, n, (min(batch_size, n),), generator=gen)
-            opt.zero_grad()
-            loss, _ = _objective_sampled(w_enc, w_dec, logvar, x[idx], beta, gen)
-            loss.backward()
-            opt.step()
-            sched.step()
-            if step % 100 == 0:
-                history.append(float(loss.detach()))
+        model = _train_model_sampled(x, w_enc, w_dec, beta=beta, steps=steps or 20000, lr=lr,
+                                     batch_size=batch_size, gen=gen, history=history)
         with torch.no_grad():
+            w_enc.copy_(model.encoder_matrix().double())
+            w_dec.copy_(model.decoder_matrix().double())
+            logvar.copy_(model.encoder_log_var.detach().double())
             loss, terms = _objective_analytic(w_enc, w_dec, logvar, x.T @ x / n, beta)
     return {
         "decoder": w_dec.detach().numpy().copy(),
@@ -106,3 +92,42 @@ def fit_linear_vae(data: np.ndarray, num_latent: int, *, beta: float = 0.1, seed
         "estimator": estimator,
         "beta": float(beta),
     }
+
+
+def linear_vae_model(data_dim: int, num_latent: int, beta: float):
+    """The registry's LinearVAE for flat vectors (fed as [B, 1, 1, D])."""
+    from probe.models.base import resolve_config
+    from probe.models.linear_vae import LinearVAE
+
+    config = resolve_config(LinearVAE, None, {"num_latent": int(num_latent), "beta": float(beta), "init_log_var": 0.0})
+    return LinearVAE(config, (1, 1, int(data_dim)), int(num_latent))
+
+
+def _train_model_sampled(x, w_enc, w_dec, *, beta, steps, lr, batch_size, gen, history):
+    """Reparameterised minibatch training of LinearVAE with its own loss (Adam, cosine decay)."""
+    from probe.models.base import Batch
+
+    n, dim = x.shape
+    # float32: the model's loss casts its input with .float()
+    model = linear_vae_model(dim, w_enc.shape[0], beta)
+    x = x.float()
+    with torch.no_grad():  # same random start as the analytic estimator; data are centred
+        model.encoder.weight.copy_(w_enc)
+        model.encoder.bias.zero_()
+        model.decoder.weight.copy_(w_dec)
+        model.decoder.bias.zero_()
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    # the model draws ε from the global RNG: seed it without disturbing the caller's state
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=gen)))
+        for step in range(steps):
+            idx = torch.randint(0, n, (min(batch_size, n),), generator=gen)
+            opt.zero_grad()
+            loss, _ = model.loss(Batch(x=x[idx].view(-1, 1, 1, dim)), step)
+            loss.backward()
+            opt.step()
+            sched.step()
+            if step % 100 == 0:
+                history.append(float(loss.detach()))
+    return model

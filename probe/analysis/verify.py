@@ -176,17 +176,25 @@ def verify_store(store_path, *, num_latent: int | None = None, project_dims: int
 # -- Fig. 1: local vs global alignment of a nonlinear decoder -------------------------------------------
 
 def local_vs_global_alignment(data: np.ndarray, codes: np.ndarray, jacobian, *, num_anchors: int = 16,
-                              neighbours: int = 64, seed: int = 0, jacobian_inputs: np.ndarray | None = None) -> dict:
+                              neighbours: int = 64, seed: int = 0, jacobian_inputs: np.ndarray | None = None,
+                              neighbourhood: str = "data") -> dict:
     """For ``num_anchors`` random points: J = ``jacobian(code)`` [D, a] (decoder Jacobian, one column
-    per active latent); local directions = top-a principal directions of the ``neighbours`` data
-    points whose codes are nearest the anchor's code; global = top-a principal directions of all
-    ``data``. Reports the Hungarian-matched mean |cos| of J's columns with each (local, global) and
+    per active latent); local directions = top-a principal directions of the anchor's ``neighbours``
+    nearest data points; global = top-a principal directions of all ``data``.
+
+    ``neighbourhood="data"`` (default, Fig. 1's insets: "PCA performed only on the local subset of
+    the point cloud") takes the nearest points in data space, so the local directions are a property
+    of the data alone. ``"latent"`` takes the nearest codes instead; beware that a latent-space ball
+    maps to a data covariance ≈ J Jᵀ, so its PCA then mostly measures whether J's columns are
+    orthogonal (Rolinek et al.'s local orthogonality) rather than the data's local structure. Reports the Hungarian-matched mean |cos| of J's columns with each (local, global) and
     how close J's right singular vectors are to a signed permutation (Rolinek et al.'s local
     orthogonality). ``data`` [N, D], ``codes`` [N, a] (active latents only); ``jacobian`` receives
     ``jacobian_inputs[i]`` (default ``codes[i]``), e.g. the full code including inactive latents."""
     data = np.asarray(data, dtype=np.float64)
     codes = np.asarray(codes, dtype=np.float64)
     a = codes.shape[1]
+    if neighbourhood not in ("data", "latent"):
+        raise UserError(f"neighbourhood must be 'data' or 'latent', got {neighbourhood!r}")
     if neighbours <= a:
         raise UserError(f"neighbours ({neighbours}) must exceed the number of active latents ({a})")
     _, global_dirs = top_principal_directions(data, a, seed=seed)
@@ -194,7 +202,8 @@ def local_vs_global_alignment(data: np.ndarray, codes: np.ndarray, jacobian, *, 
     anchors = rng.choice(len(data), size=min(num_anchors, len(data)), replace=False)
     local, global_, ortho = [], [], []
     for i in anchors:
-        dist = ((codes - codes[i]) ** 2).sum(1)
+        space = data if neighbourhood == "data" else codes
+        dist = ((space - space[i]) ** 2).sum(1)
         near = np.argsort(dist)[:neighbours]
         _, local_dirs = top_principal_directions(data[near], a, seed=seed)
         jac = np.asarray(jacobian(codes[i] if jacobian_inputs is None else jacobian_inputs[i]), dtype=np.float64)
@@ -203,6 +212,7 @@ def local_vs_global_alignment(data: np.ndarray, codes: np.ndarray, jacobian, *, 
         ortho.append(signed_permutation_error(decoder_svd(jac)[2])["max_abs_error"])
     local, global_ = np.asarray(local), np.asarray(global_)
     return {"num_active": int(a), "num_anchors": int(len(anchors)), "neighbours": int(neighbours),
+            "neighbourhood": neighbourhood,
             "local_mean_abs_cos": float(local.mean()), "local_std": float(local.std()),
             "global_mean_abs_cos": float(global_.mean()), "global_std": float(global_.std()),
             "local_minus_global": float((local - global_).mean()),

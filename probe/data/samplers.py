@@ -112,17 +112,16 @@ class LaplaceTransitionSampler:
         nxt = torch.where(movable.expand(b, k), proposal, factors)
 
         # At least one change: for unchanged rows pick one movable factor uniformly and redraw it
-        # with its current value excluded (reference: p[x == start] = 0, renormalise).
-        unchanged = (nxt == factors).all(dim=1)
-        if bool(unchanged.any()):
-            rows = unchanged.nonzero(as_tuple=True)[0]
-            pick_probs = movable.to(torch.float64).expand(rows.numel(), k)
-            which = torch.multinomial(pick_probs, 1, generator=generator).squeeze(1)    # [R]
-            start = factors[rows, which]
-            row_logits = truncated_laplace_logits(start, sizes[which], rate[rows, 0], self.max_size)
-            row_logits.scatter_(1, start.unsqueeze(1), float("-inf"))
-            new_value = torch.multinomial(torch.softmax(row_logits, dim=-1), 1, generator=generator).squeeze(1)
-            nxt[rows, which] = new_value.to(nxt.dtype)
+        # with its current value excluded (reference: p[x == start] = 0, renormalise). Computed for every
+        # row and selected with ``where`` so that there is no host synchronisation on a GPU.
+        unchanged = (nxt == factors).all(dim=1, keepdim=True)                         # [B, 1]
+        which = torch.multinomial(movable.to(torch.float64).expand(b, k), 1, generator=generator)   # [B, 1]
+        start = factors.gather(1, which)
+        redraw_logits = truncated_laplace_logits(start.squeeze(1), sizes[which.squeeze(1)], rate[:, 0], self.max_size)
+        redraw_logits.scatter_(1, start, float("-inf"))
+        redraw = torch.multinomial(torch.softmax(redraw_logits, dim=-1), 1, generator=generator)    # [B, 1]
+        fixed = nxt.scatter(1, which, redraw.to(nxt.dtype))
+        nxt = torch.where(unchanged, fixed, nxt)
         return nxt
 
 

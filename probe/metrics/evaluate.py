@@ -80,9 +80,14 @@ def evaluate_encoder(store, encode_fn: Callable, *, metrics=None, seed: int = 0,
     [0, 1] enables the reconstruction metrics. Metrics that need a missing piece are listed under
     ``"skipped"`` with the reason.
     """
-    from probe.metrics import dci as dci_mod
-    from probe.metrics import infomec as infomec_mod
-    from probe.metrics import intervention, mig, modularity, reconstruction, sap, unsupervised
+    from probe.metrics.reconstruction import reconstruction_from_sums, reconstruction_sums
+    from probe.metrics.unsupervised import active_units, gaussian_tc, mcc
+    from probe.metrics.dci import dci
+    from probe.metrics.infomec import infomec
+    from probe.metrics.intervention import beta_vae_score, factor_vae_score
+    from probe.metrics.mig import mig
+    from probe.metrics.modularity import modularity_explicitness
+    from probe.metrics.sap import sap
     from probe.metrics.sampler import CodeCache, draw_train_test
 
     metrics = resolve_metrics(metrics)
@@ -99,50 +104,50 @@ def evaluate_encoder(store, encode_fn: Callable, *, metrics=None, seed: int = 0,
     for name in metrics:
         t0 = time.perf_counter()
         if name == "mig":
-            results[name] = mig.mig(train_c, train_f, num_bins=s["num_bins"])
+            results[name] = mig(train_c, train_f, num_bins=s["num_bins"])
         elif name == "dci":
             if s["dci_predictor"] == "rf":  # Tripod: 90/10 split of the one sample
-                results[name] = dci_mod.dci(train_c, train_f, predictor="rf", seed=seed,
+                results[name] = dci(train_c, train_f, predictor="rf", seed=seed,
                                             n_estimators=s["dci_n_estimators"], n_jobs=jobs)
             else:
-                results[name] = dci_mod.dci(train_c, train_f, test_c, test_f, predictor=s["dci_predictor"], seed=seed,
+                results[name] = dci(train_c, train_f, test_c, test_f, predictor=s["dci_predictor"], seed=seed,
                                             n_estimators=s["dci_n_estimators"], n_jobs=jobs)
         elif name == "sap":
-            results[name] = sap.sap(train_c, train_f, test_c, test_f, continuous=s["sap_continuous"], seed=seed,
+            results[name] = sap(train_c, train_f, test_c, test_f, continuous=s["sap_continuous"], seed=seed,
                                     n_jobs=jobs)
         elif name == "modularity_explicitness":
-            results[name] = modularity.modularity_explicitness(train_c, train_f, test_c, test_f,
+            results[name] = modularity_explicitness(train_c, train_f, test_c, test_f,
                                                                num_bins=s["num_bins"], n_jobs=jobs)
         elif name == "infomec":
             use_discrete = discrete and cache.has("discrete")
             codes = cache.codes_of(train_f, "discrete") if use_discrete else train_c
-            results[name] = infomec_mod.infomec(codes, train_f, discrete=use_discrete,
+            results[name] = infomec(codes, train_f, discrete=use_discrete,
                                                 n_neighbors=s["infomec_n_neighbors"], prune=s["infomec_prune"],
                                                 infoe_encoding=s["infomec_encoding"], max_iter=s["infomec_max_iter"],
                                                 seed=seed, n_jobs=jobs)
         elif name == "factor_vae_score":
-            results[name] = intervention.factor_vae_score(
+            results[name] = factor_vae_score(
                 cache.codes_of, sizes, seed=seed, num_variance_estimate=s["factor_vae_num_variance_estimate"],
                 num_train=s["factor_vae_num_train"], num_eval=s["factor_vae_num_eval"],
                 batch_size=s["factor_vae_batch_size"], prune_threshold=s["factor_vae_prune_threshold"])
         elif name == "beta_vae_score":
-            results[name] = intervention.beta_vae_score(
+            results[name] = beta_vae_score(
                 cache.codes_of, sizes, seed=seed, batch_size=s["beta_vae_batch_size"],
                 num_train=s["beta_vae_num_train"], num_eval=s["beta_vae_num_eval"])
         elif name == "gaussian_tc":
-            out = unsupervised.gaussian_tc(train_c)
+            out = gaussian_tc(train_c)
             if cache.has("variance"):  # sampled codes z = μ + σ·ε (Cheng et al. 2020), ε from RandomState(seed)
                 var = cache.codes_of(train_f, "variance")
                 eps = np.random.RandomState(seed).standard_normal(var.shape)
-                out["gaussian_tc_sampled"] = unsupervised.gaussian_tc(train_c + np.sqrt(var) * eps)["gaussian_tc"]
+                out["gaussian_tc_sampled"] = gaussian_tc(train_c + np.sqrt(var) * eps)["gaussian_tc"]
             results[name] = out
         elif name == "active_units":
             if not cache.has("variance"):
                 skipped[name] = "the model has no posterior variance"
                 continue
-            results[name] = unsupervised.active_units(cache.codes_of(train_f, "variance"), s["active_threshold"])
+            results[name] = active_units(cache.codes_of(train_f, "variance"), s["active_threshold"])
         elif name == "mcc":
-            results[name] = unsupervised.mcc(train_c, train_f)
+            results[name] = mcc(train_c, train_f)
         elif name == "reconstruction":
             if reconstruct_fn is None:
                 skipped[name] = "no reconstruct function"
@@ -152,10 +157,10 @@ def evaluate_encoder(store, encode_fn: Callable, *, metrics=None, seed: int = 0,
             count, per_image = 0, 0
             for start in range(0, idx.size, s["encode_batch_size"]):
                 images = store.read(idx[start:start + s["encode_batch_size"]])
-                bce, se, n, per_image = reconstruction.reconstruction_sums(images, reconstruct_fn(images))
+                bce, se, n, per_image = reconstruction_sums(images, reconstruct_fn(images))
                 sums += (bce, se)
                 count += n
-            results[name] = reconstruction.reconstruction_from_sums(sums[0], sums[1], count, per_image)
+            results[name] = reconstruction_from_sums(sums[0], sums[1], count, per_image)
         timings[name] = round(time.perf_counter() - t0, 4)
     return {
         "metrics": results,

@@ -5,9 +5,11 @@
 ``continuous=True``: S[i, j] = squared correlation of code i and factor j on the train sample (0 when
 the code's variance is <= 1e-12). SAP = mean over factors of (best − second best) score.
 
-Deviation / pinning: disentanglement_lib ran with the sklearn of 2019, whose LinearSVC used the dual
-solver; we pass ``dual=True`` explicitly (newer sklearn defaults to ``"auto"``) and
-``random_state=seed`` (the dual coordinate descent visits samples in random order).
+Solver: disentanglement_lib ran with the sklearn of 2019, whose LinearSVC used the dual coordinate
+descent solver. That solver draws from liblinear's *process-global* C random state, so concurrent fits
+are not reproducible. We pin ``dual=False`` (the primal trust-region Newton solver, which is what
+sklearn >= 1.3's ``dual="auto"`` picks for n_samples > n_features): the same convex problem, solved
+deterministically, so the SVCs can run on threads with identical values.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def _svc_accuracy(x_train, y_train, x_test, y_test, seed: int) -> float:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        model = LinearSVC(C=0.01, class_weight="balanced", dual=True, random_state=seed)
+        model = LinearSVC(C=0.01, class_weight="balanced", dual=False, random_state=seed)
         model.fit(x_train[:, None], y_train)
     return float(np.mean(model.predict(x_test[:, None]) == y_test))
 

@@ -52,6 +52,10 @@ class PCL(ProbeModel):
     def default_config(cls) -> dict:
         return {**super().default_config(), "transition_rate": [1.0, 10.0], "frozen_factors": None}
 
+    @classmethod
+    def presets(cls) -> dict[str, dict]:
+        return {"dsprites": {"frozen_factors": [0]}, "shapes3d": {"frozen_factors": [4]}}   # "shape", as SlowVAE
+
     def pair_sampler(self, factor_sizes, factor_names=None) -> LaplaceTransitionSampler:
         """The same Laplace pairs as SlowVAE (see ``probe.models.slow_vae`` for the defaults)."""
         frozen = resolve_frozen_factors(self.config.get("frozen_factors"), factor_names, len(factor_sizes))

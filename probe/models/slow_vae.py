@@ -25,8 +25,10 @@ Pairs: ``pair_sampler`` returns ``probe.data.samplers.LaplaceTransitionSampler``
 frozen factors copied, ≥ 1 change). ``transition_rate`` is the data rate r of the scale ln(n)/r: a number,
 or ``[lo, hi]`` for a per-pair U(lo, hi) draw; default ``[1, 10]`` (the reference demo's ``rate=-1``,
 commented "random rate (for LAP)"; its CLI default is 1). ``frozen_factors``: ``None`` freezes the
-factor named "shape" when the factor names are known (the reference marks shape categorical in dSprites
-and Shapes3D), else nothing; or a list of factor indices/names.
+factor named "shape" when the factor names are passed to ``pair_sampler`` (the reference marks shape
+categorical in dSprites and Shapes3D), else nothing; or a list of factor indices/names. The dSprites and
+Shapes3D presets set the index of "shape" explicitly ([0] and [4]) so that the freeze does not depend on
+the caller passing names.
 """
 
 from __future__ import annotations
@@ -77,7 +79,9 @@ class SlowVAE(GaussianVAE):
 
     @classmethod
     def presets(cls) -> dict[str, dict]:
-        return {"dsprites": {"beta": 1.0}, "shapes3d": {"beta": 1.0}}   # Zietlow et al. 2021, Table 2
+        # β: Zietlow et al. 2021, Table 2. frozen_factors: "shape" is factor 0 of dSprites and 4 of
+        # Shapes3D in the official (and probe.data.synth) factor order; the reference freezes it.
+        return {"dsprites": {"beta": 1.0, "frozen_factors": [0]}, "shapes3d": {"beta": 1.0, "frozen_factors": [4]}}
 
     def pair_sampler(self, factor_sizes, factor_names=None) -> LaplaceTransitionSampler:
         frozen = resolve_frozen_factors(self.config.get("frozen_factors"), factor_names, len(factor_sizes))

@@ -331,7 +331,7 @@ class _Trainer:
         self.opt_m.zero_grad(set_to_none=True)
         objective.backward()
         self.opt_m.step()
-        return float(loss_ent), float(loss_dis), float(objective)
+        return float(loss_ent.detach()), float(loss_dis.detach()), float(objective.detach())
 
     # -- evaluation ---------------------------------------------------------------------------------
     @torch.no_grad()

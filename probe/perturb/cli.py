@@ -33,7 +33,9 @@ def perturb():
 @click.option("-k", "--k", "k", default=1, show_default=True,
               help="How many entangled and disentangled runs to pick (paper: 1 for dSprites, 4 for Shapes3D).")
 @click.option("--seed", default=0, show_default=True, help="Seed of the metric's sampling.")
-def select_cmd(runs, data, out, k, seed):
+@click.option("--min-active-units", default=1, show_default=True,
+              help="Runs with fewer active latents (⟨σ²⟩ < 0.8) are recorded but not selected (collapsed models).")
+def select_cmd(runs, data, out, k, seed, min_active_units):
     """Pick the entangled (lowest MIG) and disentangled (highest MIG) β-VAE restarts.
 
     RUNS are finished run directories of `probe train beta-vae` on the store --data. For every run
@@ -47,7 +49,7 @@ def select_cmd(runs, data, out, k, seed):
     from probe.perturb.selection import describe_restarts
     from probe.provenance import code_version, write_json_atomic
 
-    result = describe_restarts(list(runs), data, k=k, seed=seed)
+    result = describe_restarts(list(runs), data, k=k, seed=seed, min_active_units=min_active_units)
     result["code_version"] = code_version()
     write_json_atomic(out, result, overwrite=False)
     click.echo(f"entangled: {', '.join(result['entangled'])}\ndisentangled: {', '.join(result['disentangled'])}\n"

@@ -45,8 +45,9 @@ def select_restarts(mig_by_run: dict, k: int = 1) -> dict:
     return {"entangled": entangled, "disentangled": disentangled, "mig": mig, "k": k}
 
 
-def evaluate_restarts(run_dirs, store_path, seed: int = 0) -> dict:
-    """MIG (disentanglement_lib settings, via ``probe.metrics.evaluate_run``) of each run: {run_dir: mig}."""
+def evaluate_restarts(run_dirs, store_path, seed: int = 0, **sample_sizes) -> dict:
+    """MIG of each run, {run_dir: mig}, via ``probe.metrics.evaluate_run`` (disentanglement_lib's settings
+    unless ``sample_sizes`` override them, e.g. ``num_train=2000`` for quick presets)."""
     from probe.metrics import evaluate_run
 
     runs = [str(r) for r in run_dirs]
@@ -57,7 +58,7 @@ def evaluate_restarts(run_dirs, store_path, seed: int = 0) -> dict:
             raise UserError(f"{run} is not a complete training run (no done.json); finish or retrain it first")
     out = {}
     for run in runs:
-        result = evaluate_run(run, store_path, metrics=["mig"], seed=seed)
+        result = evaluate_run(run, store_path, metrics=["mig"], seed=seed, **sample_sizes)
         out[run] = float(result["metrics"]["mig"]["mig"])
     return out
 
@@ -94,13 +95,26 @@ def latent_statistics(run_dir, store_path, *, num_samples: int = 10000, seed: in
     return posterior_variance_order((total / n).numpy())
 
 
-def describe_restarts(run_dirs, store_path, *, k: int = 1, seed: int = 0, num_samples: int = 10000) -> dict:
-    """Everything the selection stage records: each run's MIG, ⟨σ²⟩ order and active units, and the choice."""
-    mig = evaluate_restarts(run_dirs, store_path, seed=seed)
-    selection = select_restarts(mig, k=k)
-    runs = {}
-    for run in mig:
-        runs[run] = {"mig": mig[run], **latent_statistics(run, store_path, num_samples=num_samples, seed=seed)}
+def describe_restarts(run_dirs, store_path, *, k: int = 1, seed: int = 0, num_samples: int = 10000,
+                      min_active_units: int = 1, **sample_sizes) -> dict:
+    """Everything the selection stage records: each run's MIG, ⟨σ²⟩ order and active units, and the choice.
+
+    Runs with fewer than ``min_active_units`` active latents are recorded but not eligible: a collapsed
+    model (no active latent) decodes the mean image whatever z is, so it offers no alignment to foster
+    or suppress (the paper likewise discards over-pruned runs, §5.3). Pass 0 to keep every run.
+    """
+    mig = evaluate_restarts(run_dirs, store_path, seed=seed, **sample_sizes)
+    runs = {run: {"mig": mig[run], **latent_statistics(run, store_path, num_samples=num_samples, seed=seed)} for run in mig}
+    eligible = {run: mig[run] for run in mig if runs[run]["active_units"] >= min_active_units}
+    excluded = sorted(set(mig) - set(eligible))
+    if len(eligible) < 2 * k:
+        raise UserError(f"only {len(eligible)} of {len(mig)} restarts have at least {min_active_units} active latent(s) "
+                        f"(excluded: {', '.join(excluded)}); selecting k={k} per side needs {2 * k}. "
+                        "Train longer or more restarts, or lower min_active_units")
+    selection = select_restarts(eligible, k=k)
+    for run in runs:
         runs[run]["selected"] = ("entangled" if run in selection["entangled"]
                                  else "disentangled" if run in selection["disentangled"] else None)
-    return {**selection, "runs": runs, "seed": seed, "store": os.fspath(store_path)}
+    return {**selection, "mig": mig, "excluded": excluded, "min_active_units": min_active_units, "runs": runs,
+            "seed": seed, "store": os.fspath(store_path), "metric_settings": dict(sample_sizes),
+            "num_samples_variance": num_samples}

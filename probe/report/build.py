@@ -77,8 +77,9 @@ def make_report(workdir, out_dir=None, *, primary_metric: str = "mig", load_runs
     if not workdirs:
         raise UserError("no workdir given")
     all_inputs = [load_inputs(w) for w in workdirs]
-    if primary_metric not in METRIC_BY_KEY:
-        raise UserError(f"unknown primary metric {primary_metric!r}; known: {', '.join(METRIC_BY_KEY)}")
+    usable = [k for k, m in METRIC_BY_KEY.items() if m[4]]  # verdicts look for drops: higher must be better
+    if primary_metric not in usable:
+        raise UserError(f"primary metric must be one of {', '.join(usable)} (higher is better), got {primary_metric!r}")
     out_dir = Path(out_dir) if out_dir is not None else Path(all_inputs[0]["_workdir"]) / "report"
     _check_out_dir(out_dir)
     with atomic_path(out_dir, overwrite=True) as tmp:
@@ -301,7 +302,9 @@ class _Builder:
             rule = (f"runs with fewer active units (E[σ²] < 0.8) than the {k} factors were dropped as over-pruned"
                     if k is not None else "the number of factors is unknown (store unreadable), so no run was dropped")
             if points:
-                path = fig.line_search(points, label, self._figure(f"linesearch_{self._label(inputs)}.png"), hyper)
+                dropped = {m: sum(c["dropped"] for (mm, _), c in counts.items() if mm == m) for m in points}
+                path = fig.line_search(points, label, self._figure(f"linesearch_{self._label(inputs)}.png"), hyper,
+                                       dropped=dropped)
                 doc.image(path, f"{label} vs scale of the literature hyperparameter on {self._label(inputs)} "
                                 f"(mean ± std over kept seeds); {rule}.")
             rows = [[m, v, c["kept"], c["dropped"], c["unknown_active"]] for (m, v), c in counts.items()]

@@ -59,7 +59,7 @@ def grouped_bars(panels: list[tuple[str, dict]], models: list[str], path: Path) 
     return _save(fig, path)
 
 
-def line_search(points: dict, label: str, path: Path, hyper_names: dict) -> Path:
+def line_search(points: dict, label: str, path: Path, hyper_names: dict, dropped: dict | None = None) -> Path:
     """Fig. 5: primary metric vs scale of the primary hyperparameter, one panel per model, one line
     per variant (mean ± std over kept seeds). ``points`` = {model: {variant: {scale: [values]}}}."""
     plt = _plt()
@@ -76,7 +76,8 @@ def line_search(points: dict, label: str, path: Path, hyper_names: dict) -> Path
                         label=VARIANT_LABELS[variant])
         if any(s > 0 for v in points[model].values() for s in v):
             ax.set_xscale("log", base=2)
-        ax.set_title(model, fontsize=9)
+        n_drop = (dropped or {}).get(model)
+        ax.set_title(model if n_drop is None else f"{model} ({n_drop} over-pruned runs dropped)", fontsize=9)
         ax.set_xlabel(f"scale of {hyper_names.get(model) or 'hyperparameter'}")
         ax.spines[["top", "right"]].set_visible(False)
     axes[0][0].set_ylabel(label)
@@ -109,8 +110,8 @@ def traversal_figure(panels: list[dict], path: Path) -> Path:
     plt = _plt()
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.8), squeeze=False)
     for ax, panel in zip(axes[0], panels):
-        grid = np.asarray(panel["grid"])
-        s1, s2, h, w, c = grid.shape
+        grid = np.pad(np.asarray(panel["grid"]), ((0, 0), (0, 0), (0, 1), (0, 1), (0, 0)), constant_values=0.5)
+        s1, s2, h, w, c = grid.shape  # a 1-pixel grey gap after every tile
         mosaic = grid.transpose(0, 2, 1, 3, 4).reshape(s1 * h, s2 * w, c)
         ax.imshow(mosaic[..., 0] if c == 1 else mosaic, cmap="gray" if c == 1 else None, vmin=0, vmax=1)
         ax.set_title(panel["title"], fontsize=8)

@@ -172,6 +172,15 @@ def build(name: str, source: str | os.PathLike | None, out: str | os.PathLike, p
             raise UserError(f"{name}: the official file must hold the full grid {c['factor_sizes']}")
     origin = {"kind": "official", "files": src.files,
               "config": {"dataset": name, "full_grid": full, **src.config}, "seed": None}
+    try:
+        return _write_source(name, c, src, out, origin, progress)
+    except OSError as exc:  # disk full, permission, I/O error while writing: nothing is left at `out`
+        raise UserError(f"writing {out} failed ({exc}); nothing was written") from None
+
+
+def _write_source(name, c, src: Source, out: Path, origin: dict, progress: bool) -> Store:
+    from tqdm import tqdm
+
     with create_store(out, num_images=src.num_images, image_shape=src.image_shape, factors=src.factors, name=name,
                       factor_names=c["factor_names"], factor_sizes=src.factor_sizes, factor_values=src.factor_values,
                       origin=origin) as writer:

@@ -64,18 +64,25 @@ def render_indices(name: str, indices: np.ndarray, factor_sizes: Sequence[int], 
 def generate(name: str, out: str | os.PathLike, *, resolution: int = 64, factor_sizes: Sequence[int] | None = None,
              seed: int = 0, progress: bool = True, workers: int | None = None) -> Store:
     """Render the complete C-order grid of ``name`` into a new store at ``out``; returns the opened store."""
-    import dask
-    from tqdm import tqdm
-
     gen = _generator(name)
     sizes = parse_factor_sizes(name, factor_sizes)
     resolution = int(resolution)
     if not 8 <= resolution <= 512:
         raise UserError(f"--resolution must be between 8 and 512, got {resolution}")
     space = StateSpace(sizes)
-    n = space.num_states
     workers = workers or os.cpu_count() or 1
     config = {"generator": name, "resolution": resolution, "factor_sizes": sizes}
+    try:
+        return _generate(gen, name, Path(out), sizes, resolution, seed, progress, workers, space, config)
+    except OSError as exc:  # disk full, permission, I/O error while writing: nothing is left at `out`
+        raise UserError(f"writing {out} failed ({exc}); nothing was written") from None
+
+
+def _generate(gen, name, out, sizes, resolution, seed, progress, workers, space, config) -> Store:
+    import dask
+    from tqdm import tqdm
+
+    n = space.num_states
     with create_store(
         Path(out), num_images=n, image_shape=(resolution, resolution, gen.CHANNELS), factors=space.all_factors(),
         name=name, factor_names=gen.FACTOR_NAMES, factor_sizes=sizes, factor_values=gen.factor_values(sizes),

@@ -39,35 +39,51 @@ def factor_values(sizes) -> list[list[float]]:
     ]
 
 
-def _inside(shape: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+def _inside(shape_id: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Membership in the canonical sprite (unit = half the square side); u right, v up."""
-    square = (np.abs(u) <= 1.0) & (np.abs(v) <= 1.0)
-    ellipse = (u / 1.35) ** 2 + (v / 0.68) ** 2 <= 1.0
-    # classic implicit heart (x²+y²-1)³ - x²y³ <= 0, spans x∈[-1.14,1.14], y∈[-1,1.24]; centre it and fit the box
+    if shape_id == 0:  # square
+        return (np.abs(u) <= 1.0) & (np.abs(v) <= 1.0)
+    if shape_id == 1:  # ellipse, 2:1
+        return (u / 1.35) ** 2 + (v / 0.68) ** 2 <= 1.0
+    # classic implicit heart (x²+y²-1)³ - x²y³ <= 0, spans x∈[-1.14,1.14], y∈[-1,1.24]; centred to fit the box
     hx, hy = u * 1.12, v * 1.12 + 0.12
-    heart = (hx * hx + hy * hy - 1.0) ** 3 - hx * hx * hy ** 3 <= 0.0
-    return np.where(shape == 0, square, np.where(shape == 1, ellipse, heart))
+    return (hx * hx + hy * hy - 1.0) ** 3 - hx * hx * hy ** 3 <= 0.0
 
 
 def render(values: np.ndarray, resolution: int = 64) -> np.ndarray:
-    """Physical factor values [n, 5] (shape 1..3, scale, angle, posX, posY) -> uint8 images [n, R, R, 1]."""
+    """Physical factor values [n, 5] (shape 1..3, scale, angle, posX, posY) -> uint8 images [n, R, R, 1].
+
+    Only a window around each sprite (it never reaches further than 1.5 half-sides from its centre) is
+    evaluated, per shape, in float32; the window is pasted into a padded canvas and cropped.
+    """
     values = np.asarray(values, dtype=np.float64)
     n = values.shape[0]
     f = resolution / OFFICIAL_RESOLUTION
-    shape = (np.rint(values[:, 0]).astype(np.int64) - 1)[:, None, None]
-    half = (SQUARE_SIDE_AT_SCALE_1 / 2) * f * values[:, 1][:, None, None]
-    theta = values[:, 2][:, None, None]
+    reach = int(np.ceil(1.5 * (SQUARE_SIDE_AT_SCALE_1 / 2) * f)) + 1
+    win = 2 * reach
     lo, hi = POSITION_RANGE[0] * f, POSITION_RANGE[1] * f
-    cx = (lo + (hi - lo) * values[:, 3])[:, None, None]
-    cy = (lo + (hi - lo) * values[:, 4])[:, None, None]
-    centres = np.arange(resolution, dtype=np.float64) + 0.5
-    x = centres[None, None, :] - cx
-    y = cy - centres[None, :, None]  # image rows grow downwards; sprite coordinates point up
+    cx = lo + (hi - lo) * values[:, 3]
+    cy = lo + (hi - lo) * values[:, 4]
+    x0 = np.floor(cx).astype(np.int64) - reach + 1  # first window column (may be negative: canvas is padded)
+    y0 = np.floor(cy).astype(np.int64) - reach + 1
+    offs = np.arange(win, dtype=np.float64)
+    x = (x0[:, None] + offs[None, :] + 0.5 - cx[:, None])[:, None, :]      # [n, 1, win]
+    y = (cy[:, None] - (y0[:, None] + offs[None, :] + 0.5))[:, :, None]    # [n, win, 1]; sprite y points up
+    half = ((SQUARE_SIDE_AT_SCALE_1 / 2) * f * values[:, 1])[:, None, None]
+    theta = values[:, 2][:, None, None]
     cos, sin = np.cos(theta), np.sin(theta)
-    # rotate the pixel back by -theta (sprite turns counter-clockwise as the angle grows)
-    u = (cos * x + sin * y) / half
-    v = (-sin * x + cos * y) / half
-    mask = _inside(shape, u, v)
-    out = np.zeros((n, resolution, resolution, 1), dtype=np.uint8)
-    out[..., 0] = mask * np.uint8(255)
-    return out
+    # rotate the pixel back by -theta (the sprite turns counter-clockwise as the angle grows)
+    u = ((cos * x + sin * y) / half).astype(np.float32)
+    v = ((-sin * x + cos * y) / half).astype(np.float32)
+    shape = np.rint(values[:, 0]).astype(np.int64) - 1
+    mask = np.zeros((n, win, win), dtype=bool)
+    for sid in range(3):
+        m = np.flatnonzero(shape == sid)
+        if m.size:
+            mask[m] = _inside(sid, u[m], v[m])
+    pad = reach + 1
+    canvas = np.zeros((n, resolution + 2 * pad, resolution + 2 * pad), dtype=np.uint8)
+    rows = (y0 + pad)[:, None, None] + np.arange(win)[None, :, None]
+    cols = (x0 + pad)[:, None, None] + np.arange(win)[None, None, :]
+    canvas[np.arange(n)[:, None, None], rows, cols] = mask * np.uint8(255)
+    return np.ascontiguousarray(canvas[:, pad:pad + resolution, pad:pad + resolution, None])

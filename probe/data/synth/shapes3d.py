@@ -104,8 +104,15 @@ def _object(o, d, shape, scale):
     n = o.shape[0]
     t = np.full(n, np.inf, dtype=o.dtype)
     normal = np.zeros_like(o)
+    # cheap bounding-sphere test first: only rays that pass it get the exact intersection
+    centre_y = 0.55 * scale
+    oc = o.copy()
+    oc[:, 1] -= centre_y
+    b = np.einsum("ij,ij->i", oc, d)
+    disc = b * b - (np.einsum("ij,ij->i", oc, oc) - (0.9 * scale) ** 2)
+    near = (disc > 0) & (-b + np.sqrt(np.maximum(disc, 0)) > 0)
     for sid in range(4):
-        m = np.flatnonzero(shape == sid)
+        m = np.flatnonzero(near & (shape == sid))
         if m.size == 0:
             continue
         om, dm, s = o[m], d[m], scale[m]
@@ -201,7 +208,7 @@ def render(values: np.ndarray, resolution: int = 64) -> np.ndarray:
     light = LIGHT.astype(np.float32)
     lambert = np.clip(normal @ light, 0.0, 1.0)
     # hard shadow: room points whose ray towards the light hits the object
-    cand = np.flatnonzero(~hit_obj)
+    cand = np.flatnonzero(~hit_obj & (point[:, 0] ** 2 + point[:, 2] ** 2 < 9.0) & (point[:, 1] < 2.0))
     t_sh, _ = _object(point[cand] + normal[cand] * 1e-3, np.broadcast_to(light, (cand.size, 3)).copy(),
                       shape[cand], scale[cand])
     lambert[cand[np.isfinite(t_sh)]] = 0.0
