@@ -173,6 +173,7 @@ def test_sap_invariances(data):
     perm = [1, 3, 0, 2]
     a = sap(codes, f, test, tf)["sap"]
     assert sap(codes[:, perm], f, test[:, perm], tf)["sap"] == pytest.approx(a, abs=1e-12)
+    assert sap(codes, f, test, tf, n_jobs=1)["sap"] == sap(codes, f, test, tf, n_jobs=2)["sap"]  # threads: same value
     c = sap(codes, f, continuous=True)["sap"]
     scaled = codes * [1.0, 3.0, -0.2, 1.0] + 5.0  # squared correlation ignores affine maps
     assert sap(scaled, f, continuous=True)["sap"] == pytest.approx(c, abs=1e-9)

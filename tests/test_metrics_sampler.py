@@ -156,3 +156,28 @@ def test_bad_metric_or_setting_is_a_user_error(make_toy_store, tmp_path, capsys)
         main(["evaluate", str(tmp_path / "missing-run"), "--data", str(store.path), "--metrics", "mig"])
     assert exc.value.code == 2
     assert not (tmp_path / "metrics.json").exists()
+
+
+def test_evaluate_run_and_cli_on_a_trained_run(make_toy_store, tmp_path):
+    from probe.cli import main
+    from probe.train import train_run
+
+    store = make_toy_store(factor_sizes=(2, 3, 4, 4), resolution=16)
+    run = train_run({"model": "beta-vae", "model_config": {"arch": "mlp"}, "seed": 0,
+                     "train": {"steps": 2, "batch_size": 8}}, store.path, tmp_path / "run", progress=False)
+    sizes = {"num_train": 300, "num_test": 100, "num_reconstruction": 50}
+    from probe.metrics import evaluate_run
+
+    out = evaluate_run(run, store.path, metrics=["mig", "active_units", "reconstruction", "gaussian_tc"], **sizes)
+    m = out["metrics"]
+    assert set(m) == {"mig", "active_units", "reconstruction", "gaussian_tc"}
+    assert len(m["active_units"]["mean_variance"]) == 4  # num_latent defaults to the number of factors
+    assert "gaussian_tc_sampled" in m["gaussian_tc"] and np.isfinite(m["reconstruction"]["bce"])
+    assert out["settings"]["run_config"] and out["settings"]["code_version"]
+    target = tmp_path / "metrics.json"
+    with pytest.raises(SystemExit) as exc:
+        main(["evaluate", str(run), "--data", str(store.path), "--metrics", "mig", "--out", str(target),
+              "--set", "num_train=300", "--set", "num_test=100"])
+    assert exc.value.code == 0
+    saved = json.loads(target.read_text())
+    assert saved["metrics"]["mig"] == m["mig"] and saved["settings"]["num_train"] == 300

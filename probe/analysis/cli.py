@@ -44,7 +44,7 @@ def _parse_floats(text: str, what: str) -> list[float]:
 @click.option("--noise", default="0,0.1,0.3", show_default=True, help="Synthetic: isotropic noise std levels.")
 @click.option("--theorem1-dims", default="2,3,5", show_default=True,
               help="Synthetic: dimensions of the direct minimisation of the reduced objective (6)-(7).")
-@click.option("--beta", type=float, default=None, help="KL weight (synthetic default 0.5; store default 0.2·λ_d).")
+@click.option("--beta", type=float, default=None, help="KL weight (synthetic default 0.5; store default 0.5·λ_d).")
 @click.option("--num-latent", type=int, default=None, help="Store: latents (default: number of factors).")
 @click.option("--project-dims", type=int, default=None, help="Store: PCA dimensions kept (default 2·latents).")
 @click.option("--num-images", type=int, default=5000, show_default=True, help="Store: images used.")

@@ -103,6 +103,8 @@ class ShardLayout:
     of the index; empty chunks have offset = nbytes = 2**64 - 1 and read as the fill value (0).
     """
 
+    max_open_files = 256  # shard files kept open (pread needs no seek, so they are shared safely)
+
     def __init__(self, array_dir: Path, shape, shard_n: int, compressed: bool, separator: str):
         self.dir = Path(array_dir)
         self.shape = tuple(int(s) for s in shape)
@@ -168,7 +170,7 @@ class ShardLayout:
                 fd = os.open(self.shard_path(j), os.O_RDONLY)
             except FileNotFoundError:
                 return None
-            if len(self._fds) >= 256:
+            if len(self._fds) >= self.max_open_files:
                 self.close()
             self._fds[j] = fd
         return fd
@@ -206,7 +208,7 @@ class ShardLayout:
             if idx is None:
                 out[group] = 0
                 continue
-            fd = self._fds[j]
+            fd = self._fd(j)
             for p in group:
                 off, nb = idx[indices[p] - j * self.shard_n]
                 if off == MAX_UINT64:
@@ -233,7 +235,7 @@ class ShardLayout:
                 expected = idx[lo, 0] + self.chunk_bytes * np.arange(hi - lo, dtype=np.uint64)
                 if not self.compressed and np.array_equal(offs, expected) and np.all(nbs == self.chunk_bytes):
                     nbytes = (hi - lo) * self.chunk_bytes  # contiguous, in order: one read straight into out
-                    if os.preadv(self._fds[j], [memoryview(dest).cast("B")], int(offs[0])) != nbytes:
+                    if os.preadv(self._fd(j), [memoryview(dest).cast("B")], int(offs[0])) != nbytes:
                         raise UserError(f"{self.shard_path(j)} is truncated; the store is damaged")
                 else:
                     self.read_sorted(np.arange(j * self.shard_n + lo, j * self.shard_n + hi), dest)

@@ -26,7 +26,7 @@ def reconstruction_sums(images, reconstructions) -> tuple[float, float, int, int
 
 def reconstruction_from_sums(bce_sum: float, se_sum: float, n: int, per_image: int) -> dict:
     mse = se_sum / (n * per_image)
-    return {"bce": bce_sum / n, "mse": mse, "psnr": float(10 * np.log10(1.0 / mse)) if mse > 0 else float("inf")}
+    return {"bce": float(bce_sum / n), "mse": float(mse), "psnr": float(10 * np.log10(1.0 / mse)) if mse > 0 else float("inf")}
 
 
 def reconstruction(images, reconstructions) -> dict:

@@ -143,6 +143,3 @@ def format_plan(plan: Plan) -> str:
         lines.append(f"  {key} = {value!r}")
     return "\n".join(lines)
 
-
-def _cpu_count() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

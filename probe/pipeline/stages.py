@@ -359,10 +359,9 @@ def validate_modify(config: dict) -> None:
         raise UserError(f"unknown dataset variant(s) {bad_variants} (known: {', '.join(VARIANTS)})")
     if not rt["models"]:
         raise UserError("retrain.models is empty")
-    unknown_cfg = sorted(set(rt["model_config"]) - set(rt["models"]))
-    if unknown_cfg:
-        raise UserError(f"retrain.model_config names model(s) not in retrain.models: {', '.join(unknown_cfg)}")
-    checks = [(m, rt["model_config"].get(m, {}), rt["train"]) for m in rt["models"]]
+    # per-model settings of models not in retrain.models are ignored (a preset may narrow the list),
+    # but they must name real models with real hyperparameters
+    checks = [(m, rt["model_config"].get(m, {}), rt["train"]) for m in dict.fromkeys([*rt["models"], *rt["model_config"]])]
     checks.append((rs["model"], rs["model_config"], rs["train"]))
     if rb["enabled"]:
         checks += [(m, rt["model_config"].get(m, {}), rb["train"] or rt["train"]) for m in rb["models"]]

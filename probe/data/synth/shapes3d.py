@@ -202,9 +202,8 @@ def render(values: np.ndarray, resolution: int = 64) -> np.ndarray:
     floor_rgb = hsv_to_rgb(values[:, 0])
     wall_rgb = hsv_to_rgb(values[:, 1])
     obj_rgb = hsv_to_rgb(values[:, 2])
-    img_of_ray = np.repeat(np.arange(n), p)
-    albedo = np.where(hit_obj[:, None], obj_rgb[img_of_ray],
-                      np.where(is_wall[:, None], wall_rgb[img_of_ray], floor_rgb[img_of_ray]))
+    albedo = np.where(hit_obj.reshape(n, p, 1), obj_rgb[:, None, :],
+                      np.where(is_wall.reshape(n, p, 1), wall_rgb[:, None, :], floor_rgb[:, None, :])).reshape(-1, 3)
     light = LIGHT.astype(np.float32)
     lambert = np.clip(normal @ light, 0.0, 1.0)
     # hard shadow: room points whose ray towards the light hits the object
