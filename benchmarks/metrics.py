@@ -65,7 +65,7 @@ def reference_suite(images, store, encode, seed, s):
     from sklearn.feature_selection import mutual_info_classif
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import log_loss, mutual_info_score, roc_auc_score
-    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+    from sklearn.preprocessing import StandardScaler
     from sklearn.svm import LinearSVC
 
     from probe.metrics._common import unpenalised_logistic_regression

@@ -91,6 +91,7 @@ def _validate_meta(factor_names, factor_sizes, factor_values, factors: np.ndarra
 
 
 MAX_UINT64 = np.uint64(2**64 - 1)
+_MAX = 2**64 - 1
 
 
 class ShardLayout:
@@ -200,24 +201,27 @@ class ShardLayout:
 
     def read_sorted(self, indices: np.ndarray, out: np.ndarray) -> None:
         """out[p] = image indices[p] for sorted, unique ``indices``."""
+        indices = np.asarray(indices, dtype=np.int64)
         shards = indices // self.shard_n
-        bounds = np.flatnonzero(np.diff(shards)) + 1
-        for group in np.split(np.arange(indices.size), bounds):
-            j = int(shards[group[0]])
+        starts = np.flatnonzero(np.r_[True, shards[1:] != shards[:-1]]).tolist()
+        bounds = starts[1:] + [indices.size]
+        flat = out.reshape(out.shape[0], -1)
+        for lo, hi in zip(starts, bounds):
+            j = int(shards[lo])
             idx = self.index(j)
             if idx is None:
-                out[group] = 0
+                out[lo:hi] = 0
                 continue
             fd = self._fd(j)
-            for p in group:
-                off, nb = idx[indices[p] - j * self.shard_n]
-                if off == MAX_UINT64:
+            entries = idx[indices[lo:hi] - j * self.shard_n]
+            for p, (off, nb) in enumerate(entries.tolist(), start=lo):  # Python ints: no numpy scalars per image
+                if off == _MAX:
                     out[p] = 0
                 elif not self.compressed and nb == self.chunk_bytes:
-                    if os.preadv(fd, [memoryview(out[p]).cast("B")], int(off)) != nb:
+                    if os.preadv(fd, [flat[p]], off) != nb:
                         raise UserError(f"{self.shard_path(j)} is truncated; the store is damaged")
                 else:
-                    self._decode_into(os.pread(fd, int(nb), int(off)), out[p])
+                    self._decode_into(os.pread(fd, nb, off), out[p])
 
     def read_range(self, start: int, stop: int, out: np.ndarray) -> None:
         """out[:] = images[start:stop], reading whole shards at once."""

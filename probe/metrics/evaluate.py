@@ -204,6 +204,17 @@ def model_functions(model, device: str = "cpu", batch_size: int = 2048):
                         .permute(0, 2, 3, 1).cpu().numpy())
         return np.concatenate(outs)
 
+    # Models without a decoder (PCL) declare it by raising NotImplementedError from reconstruct():
+    # their reconstruction metrics are then listed as skipped instead of failing the evaluation.
+    shape = getattr(model, "image_shape", None)
+    if not callable(getattr(model, "reconstruct", None)):
+        reconstruct_fn = None
+    elif shape is not None:
+        try:
+            with torch.no_grad():
+                model.reconstruct(torch.zeros((1, *shape), device=device))
+        except NotImplementedError:
+            reconstruct_fn = None
     return encode_fn, reconstruct_fn, getattr(model, "code_kind", "continuous") == "discrete"
 
 

@@ -49,6 +49,7 @@ DEFAULT_MANIPULATION_CONFIG = {
     "z_samples": 5,                   # posterior samples reconstructed per image (appendix B.1)
     "decoder_batches_per_step": 3,    # decoder batches per ψ batch (appendix B.1)
     "lr": 1e-4,                       # Adam, ψ and decoders (appendix B.1)
+    "manipulation_lr": None,          # None -> lr; 0 freezes ψ (a control run: decoders adapt, m stays at init)
     "adam_beta1": 0.9,
     "adam_beta2": 0.999,
     "adam_eps": 1e-7,
@@ -85,6 +86,7 @@ def resolve_manipulation_config(config: dict | None, dataset: str | None) -> dic
             cfg[key] = int(cfg[key])
         for key in ("lr", "adam_beta1", "adam_beta2", "adam_eps"):
             cfg[key] = float(cfg[key])
+        cfg["manipulation_lr"] = cfg["lr"] if cfg["manipulation_lr"] is None else float(cfg["manipulation_lr"])
         cfg["input_hidden"] = [int(h) for h in cfg["input_hidden"]]
     except (TypeError, ValueError) as exc:
         raise UserError(f"bad manipulation setting: {exc}") from None
@@ -261,7 +263,7 @@ class _Trainer:
             torch.manual_seed(cfg["seed"])
             self.net = ManipulationNet(store.num_factors, c, cfg["input_hidden"], cfg["bottleneck_activation"]).to(device)
         adam = dict(lr=cfg["lr"], betas=(cfg["adam_beta1"], cfg["adam_beta2"]), eps=cfg["adam_eps"])
-        self.opt_m = torch.optim.Adam(self.net.parameters(), **adam)
+        self.opt_m = torch.optim.Adam(self.net.parameters(), **{**adam, "lr": cfg["manipulation_lr"]})
         self.opt_dec = torch.optim.Adam([p for d in self.ent.decoders + self.dis.decoders for p in d.parameters()], **adam)
         self.generator = torch.Generator().manual_seed(cfg["seed"] + 1)
         self.step = 0

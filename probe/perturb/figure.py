@@ -59,7 +59,7 @@ def figure4(store_path, manipulation_dir, out_png, n: int = 4, *, seed: int = 0,
     fig, axes = plt.subplots(3, n, figsize=(2.0 * n + 0.8, 6.4), squeeze=False)
     rows = ["original x", f"manipulation m(w)\n(x' − x = {eps:g}·m)", "altered x'"]
     for j in range(n):
-        factors_txt = ", ".join(f"{name}={int(v)}" for name, v in zip(store.factor_names, store.factors[idx[j]]))
+        factors_txt = "w = (" + ", ".join(str(int(v)) for v in store.factors[idx[j]]) + ")"
         for i, img in enumerate((x_np[j], m_np[j], xm_np[j])):
             ax = axes[i, j]
             if i == 1:
@@ -73,10 +73,11 @@ def figure4(store_path, manipulation_dir, out_png, n: int = 4, *, seed: int = 0,
             ax.set_yticks([])
             if j == 0:
                 ax.set_ylabel(rows[i], fontsize=9)
-        axes[0, j].set_title(f"s(w)={s[j]:.2f}\n{factors_txt}", fontsize=6)
+        axes[0, j].set_title(f"s(w) = {s[j]:.2f}\n{factors_txt}", fontsize=8)
     if gray:
         fig.colorbar(im, ax=axes[1, :].tolist(), fraction=0.03, pad=0.02)
-    fig.suptitle(f"{store.name}: manipulation (ε = {eps:g}), columns ordered by the bottleneck s(w)", fontsize=9)
+    fig.suptitle(f"{store.name}: manipulation (ε = {eps:g}), columns ordered by the bottleneck s(w)\n"
+                 f"w = class indices of ({', '.join(store.factor_names)})", fontsize=9)
     out_png = Path(out_png)
     with atomic_path(out_png, overwrite=True) as tmp:
         fig.savefig(tmp, format="png", dpi=130, bbox_inches="tight")

@@ -9,7 +9,8 @@ Public API::
     workdir_status(workdir) -> dict          (probe.pipeline.engine)
 
 Pipelines are TOML files in ``pipelines/`` (probe.pipeline.config); a pipeline's ``[pipeline] kind``
-picks its stage graph: ``modify`` (probe.pipeline.stages) or ``linear-pca`` (probe.pipeline.linear_pca).
+picks its stage graph: ``modify`` (probe.pipeline.stages), ``linear-pca`` (probe.pipeline.linear_pca) or
+``audit`` (probe.pipeline.audit; normally run as ``probe audit --model X``).
 """
 
 from __future__ import annotations
@@ -48,10 +49,11 @@ class PipelineRun:
 
 
 def _builders():
-    from probe.pipeline import linear_pca, stages
+    from probe.pipeline import audit, linear_pca, stages
 
     return {"modify": (stages.modify_stages, stages.validate_modify),
-            "linear-pca": (linear_pca.linear_pca_stages, linear_pca.validate_linear_pca)}
+            "linear-pca": (linear_pca.linear_pca_stages, linear_pca.validate_linear_pca),
+            "audit": (audit.audit_stages, audit.validate_audit)}
 
 
 def plan_pipeline(name: str, *, preset: str = "smoke", overrides: dict | None = None, workdir=None,

@@ -53,7 +53,15 @@ PLAN_FILE = "pipeline.json"
 
 
 class StageFailed(Exception):
-    """A job failed twice; the message names the stage, the job, its error and its log."""
+    """A job failed twice; the message names the stage, the job, its error and its log.
+
+    Attributes (for callers that map failures of some stages to their own messages, e.g. ``probe
+    audit``): ``stage``, ``job`` (key), ``error`` (the job's last exception), ``log`` (its log path)."""
+
+    stage: str | None = None
+    job: str | None = None
+    error: BaseException | None = None
+    log: str | None = None
 
 
 # -- definitions ------------------------------------------------------------------------------------
@@ -512,9 +520,11 @@ def _run_stage(stage: Stage, digest: str, input_digests: dict, jobs: list[Job], 
         spec, exc = failures[0]
         progress.line(index, count, stage.name, len(job_results), len(jobs), None, "FAILED", final=True)
         more = f" ({len(failures) - 1} more job(s) failed too)" if len(failures) > 1 else ""
-        raise StageFailed(
+        failed = StageFailed(
             f"stage {stage.name!r} failed: job {spec['key']!r} failed twice: {type(exc).__name__}: {exc}\n"
             f"log: {spec['log']}{more}; finished jobs are kept in {partial}")
+        failed.stage, failed.job, failed.error, failed.log = stage.name, spec["key"], exc, spec["log"]
+        raise failed
 
     result = stage.collect(stage.config, inputs, job_results) if stage.collect else {"jobs": job_results}
     result = _rewrite_paths(result, str(partial), str(final))

@@ -302,7 +302,8 @@ class _Builder:
             rule = (f"runs with fewer active units (E[σ²] < 0.8) than the {k} factors were dropped as over-pruned"
                     if k is not None else "the number of factors is unknown (store unreadable), so no run was dropped")
             if points:
-                dropped = {m: sum(c["dropped"] for (mm, _), c in counts.items() if mm == m) for m in points}
+                dropped = ({m: sum(c["dropped"] for (mm, _), c in counts.items() if mm == m) for m in points}
+                           if k is not None else None)
                 path = fig.line_search(points, label, self._figure(f"linesearch_{self._label(inputs)}.png"), hyper,
                                        dropped=dropped)
                 doc.image(path, f"{label} vs scale of the literature hyperparameter on {self._label(inputs)} "
