@@ -4,7 +4,8 @@ Shapes3D-like store? Trains each model once through ``probe.train.train_run`` an
 
     nice python benchmarks/quantized_mig.py --workdir /tmp/qmig [--steps 2000] [--seed 0]
 
-Models (all with 12 latents = 2 × 6 factors, batch 64, the given number of steps):
+Store: generated Shapes3D-like, factor sizes 4^6 = 4096 images at --resolution (default 32).
+Models (all with 12 latents = 2 × 6 factors, --batch-size, --steps):
   ae               probe/models/ae.py on the locatello architecture (Bernoulli loss, Adam 1e-4)
   qlae-locatello   QLAE objective (shapes3d preset), locatello architecture
   tripod-locatello Tripod objective (shapes3d preset), locatello architecture
@@ -39,12 +40,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", default="ae,qlae-locatello,tripod-locatello,qlae,tripod")
+    parser.add_argument("--resolution", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args()
     torch.set_num_threads(2)
     work = Path(args.workdir)
-    store_path = work / "shapes3d.zarr"
+    store_path = work / f"shapes3d-{args.resolution}.zarr"
     store = open_store(store_path) if store_path.exists() else generate(
-        "shapes3d", store_path, resolution=32, factor_sizes=[4, 4, 4, 4, 4, 4], progress=False)
+        "shapes3d", store_path, resolution=args.resolution, factor_sizes=[4, 4, 4, 4, 4, 4], progress=False)
 
     runs = {
         "ae": {"model": "ae", "model_config": {"num_latent": 12}},
@@ -58,9 +61,9 @@ def main() -> None:
     results = {}
     for name in args.only.split(","):
         cfg = {**runs[name], "seed": args.seed,
-               "train": {"steps": args.steps, "batch_size": 64, "log_every": 100, "checkpoint_every": args.steps}}
+               "train": {"steps": args.steps, "batch_size": args.batch_size, "log_every": 100, "checkpoint_every": args.steps}}
         t0 = time.perf_counter()
-        run = train_run(cfg, store, work / f"{name}-s{args.seed}-{args.steps}", progress=False)
+        run = train_run(cfg, store, work / f"{name}-r{args.resolution}-s{args.seed}-{args.steps}", progress=False)
         model, _ = load_run(run)
         with torch.no_grad():
             codes = torch.cat([model.encode(images[i:i + 512]) for i in range(0, len(images), 512)]).numpy()
@@ -69,7 +72,7 @@ def main() -> None:
         results[name] = {"mig": mig(codes, factors)["mig"], "mse": mse, "train_s": time.perf_counter() - t0,
                          "distinct_codes_per_dim": [int(len(np.unique(codes[:, j]))) for j in range(codes.shape[1])]}
         print(name, json.dumps(results[name]), flush=True)
-    (work / f"results-s{args.seed}-{args.steps}.json").write_text(json.dumps(results, indent=1))
+    (work / f"results-r{args.resolution}-s{args.seed}-{args.steps}.json").write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ import io
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -103,36 +102,35 @@ def test_example_plugin_audit_module_class(audited):
     assert run_config["seed"] == runs[0]["seed"]
 
 
-def test_example_plugin_audit_via_entry_point(audited, tmp_path):
-    """A real `probe` process finding the plug-in through the entry-point group probe.models; it reuses the
-    stores and reference runs of the first audit and trains only its own jobs."""
+def test_example_plugin_audit_via_entry_point(audited, tmp_path, monkeypatch, capsys):
+    """The plug-in found through the entry-point group probe.models (a dist-info on sys.path, as an installed
+    package has); the audit reuses the stores and reference runs of the first one and trains only its own jobs.
+    (In-process: a subprocess would hash the sources again, and under concurrent edits get other digests.)"""
     dist = tmp_path / "probe_example_plugin-0.1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: probe-example-plugin\nVersion: 0.1.0\n")
     (dist / "entry_points.txt").write_text("[probe.models]\nwae-mmd = probe_example_plugin.wae:WAEMMD\n")
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(EXAMPLE), os.environ.get("PYTHONPATH", "")])}
+    monkeypatch.syspath_prepend(str(tmp_path))
     before = _snapshot(audited["workdir"])
-    proc = subprocess.run([sys.executable, "-m", "probe.cli", "audit", "--model", "wae-mmd", "--workdir",
-                           str(audited["workdir"]), "--scheduler", "synchronous"],
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr
+    code, out, err = _cli(["audit", "--model", "wae-mmd", "--workdir", str(audited["workdir"]), "--scheduler",
+                           "synchronous"], capsys)
+    assert code == 0, err
     for stage in REFERENCE_STAGES:  # reused, not recomputed
-        assert re.search(rf"\] {stage}\s+\d+/\d+ jobs\s+cached", proc.stderr), (stage, proc.stderr)
-    assert re.search(r"\] plugin-train\s+6/6 jobs\s+done", proc.stderr)
+        assert re.search(rf"\] {stage}\s+\d+/\d+ jobs\s+cached", err), (stage, err)
+    assert re.search(r"\] plugin-train\s+6/6 jobs\s+done", err)
     after = _snapshot(audited["workdir"])
     assert {k: v for k, v in after.items() if k in before} == before
     new = sorted(k.split("/")[0] for k in set(after) - set(before))
     assert new == ["audit", "plugin-check", "plugin-evaluate", "plugin-train"]
     result = json.loads((audited["workdir"] / "audits" / "wae-mmd" / "audit.json").read_text())
     assert result["plugin"]["target"] == "wae-mmd" and result["plugin"]["class"] == GOOD
-    assert "verdict for wae-mmd:" in proc.stdout
+    assert "verdict for wae-mmd:" in out
 
 
 @pytest.mark.parametrize("target, problem", [
     ("broken_import:Model", r"importing module 'broken_import' failed: ModuleNotFoundError"),
     ("plugins.broken_plugins:NoEncode", r"does not implement encode"),
-    ("plugins.broken_plugins:WrongShape", r"encode\(x\) must return a tensor \[B, D\] = \[32, D\], got \(96,\)"),
+    ("plugins.broken_plugins:WrongShape", r"encode\(x\) must return a tensor \[B, D\] = \[32, D\], got \(160,\)"),
     ("plugins.broken_plugins:NaNLoss", r"the loss is nan \(not finite\) on the first batch"),
     ("plugins.broken_plugins:NaNLater", r"training diverged: the loss became NaN or infinite at step \d+"),
 ])

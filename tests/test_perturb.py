@@ -101,6 +101,8 @@ def test_manipulation_config_resolution():
     cfg = resolve_manipulation_config({"steps": 3}, "shapes3d")
     assert cfg["epsilon"] == DEFAULT_EPSILON["shapes3d"] == 0.175 and cfg["steps"] == 3
     assert cfg["z_samples"] == 5 and cfg["decoder_batches_per_step"] == 3 and cfg["adam_eps"] == 1e-7
+    assert cfg["manipulation_lr"] == cfg["lr"] == 1e-4
+    assert resolve_manipulation_config({"manipulation_lr": 0}, "dsprites")["manipulation_lr"] == 0.0
     assert resolve_manipulation_config({"epsilon": 0.05}, "toy")["epsilon"] == 0.05
     with pytest.raises(UserError, match="no default epsilon"):
         resolve_manipulation_config({}, "toy")

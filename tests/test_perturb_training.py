@@ -89,9 +89,9 @@ def test_psi_step_lowers_the_adversarial_objective(restarts):
     state = trainer.generator.get_state()
     batch = trainer._draw()
     trainer.generator.set_state(state)
-    before = float(trainer.objective(*batch)[2])
+    before = float(trainer.objective(*batch)[2].detach())
     stepped = trainer.manipulation_step()[2]
-    after = float(trainer.objective(*batch)[2])
+    after = float(trainer.objective(*batch)[2].detach())
     assert stepped == pytest.approx(before, rel=1e-6)
     assert after < before
 

@@ -78,6 +78,8 @@ class TCDiscriminator(nn.Module):
 
 
 class FactorQVAE(ProbeModel):
+    """Global scalar codebook, Gumbel-relaxed posterior, uniform-prior KL + discriminator TC."""
+
     name: ClassVar[str] = "factor-qvae"
     code_kind: ClassVar[str] = "discrete"
     train_defaults: ClassVar[dict] = {"batch_size": 512}   # split into two halves of 256
@@ -231,8 +233,9 @@ class QVAE(FactorQVAE):
 
 
 class DVAE(FactorQVAE):
-    """dVAE: the encoder outputs K logits per latent (no distance to the codebook); the global scalar
-    codebook only maps the sampled one-hots to decoder inputs. No discriminator."""
+    """dVAE: K logits per latent from the encoder; the global scalar codebook maps one-hots to values.
+
+    No distance to the codebook and no discriminator."""
 
     name: ClassVar[str] = "dvae"
     train_defaults: ClassVar[dict] = {"batch_size": 256}

@@ -63,6 +63,8 @@ def split_decay_groups(modules: list[nn.Module]) -> tuple[list[nn.Parameter], li
 
 
 class QLAE(ProbeModel):
+    """Quantized-latent AE: per-dimension learnable scalar codebooks, straight-through, AdamW weight decay."""
+
     name: ClassVar[str] = "qlae"
     code_kind: ClassVar[str] = "discrete"
     train_defaults: ClassVar[dict] = {"batch_size": 128}

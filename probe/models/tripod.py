@@ -139,6 +139,8 @@ def decoder_activations(decoder: nn.Module, z: torch.Tensor) -> list[torch.Tenso
 
 
 class Tripod(ProbeModel):
+    """FSQ autoencoder + kernel latent multiinformation + normalized Hessian penalty."""
+
     name: ClassVar[str] = "tripod"
     code_kind: ClassVar[str] = "discrete"
     train_defaults: ClassVar[dict] = {"batch_size": 64}

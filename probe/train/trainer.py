@@ -150,8 +150,9 @@ def _prepare_run_dir(out: Path, resolved: dict, resume: bool) -> tuple[dict | No
         raise UserError(f"run directory {out} already exists; pass --resume to continue it or remove it to start over")
     previous = json.loads(config_path.read_text())
     old_identity = identity_of(previous)
-    if old_identity != identity:
-        diffs = sorted(k for k in identity if identity[k] != old_identity.get(k))
+    if digest_json(old_identity) != digest_json(identity):
+        normalised = json.loads(json.dumps(identity))  # tuples -> lists, as stored in config.json
+        diffs = sorted(k for k in normalised if normalised[k] != old_identity.get(k))
         raise UserError(f"{out} holds a run with a different configuration (differs in: {', '.join(diffs)}); "
                         "choose another --out or remove it")
     ckpt_path = out / CHECKPOINT_FILE
