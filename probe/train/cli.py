@@ -8,8 +8,14 @@ from probe.errors import UserError
 
 
 def _describe(cls) -> str:
-    doc = (cls.__doc__ or "").strip().splitlines()
-    return doc[0].strip() if doc else ""
+    """First line of the class docstring, else of its module's docstring."""
+    import sys
+
+    for doc in (cls.__dict__.get("__doc__"), getattr(sys.modules.get(cls.__module__), "__doc__", None)):
+        lines = (doc or "").strip().splitlines()
+        if lines and lines[0].strip():
+            return lines[0].strip()
+    return ""
 
 
 @click.group()
