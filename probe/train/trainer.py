@@ -175,6 +175,17 @@ def _prepare_run_dir(out: Path, resolved: dict, resume: bool) -> tuple[dict | No
     return payload, False
 
 
+def _make_pair_sampler(model, store):
+    """``model.pair_sampler(factor_sizes[, factor_names])``: names let a model freeze "shape" by name on any
+    store; plug-ins written against the one-argument protocol still work."""
+    import inspect
+
+    params = inspect.signature(model.pair_sampler).parameters
+    if "factor_names" in params:
+        return model.pair_sampler(list(store.factor_sizes), factor_names=list(store.factor_names))
+    return model.pair_sampler(list(store.factor_sizes))
+
+
 def train_run(run_config: dict, data, out, *, resume: bool = True, device: str | None = None, progress: bool = True,
               stop_after: int | None = None) -> Path:
     """Train one model; returns the run directory ``out``.
@@ -221,7 +232,7 @@ def _train(resolved, store, out: Path, dev: torch.device, precision: str, payloa
     optimizers = model.configure_optimizers()
     generator = torch.Generator(device=dev)
     generator.manual_seed(seed + BATCH_SEED_OFFSET)
-    pair_sampler = model.pair_sampler(list(store.factor_sizes)) if getattr(model, "needs_pairs", False) else None
+    pair_sampler = _make_pair_sampler(model, store) if getattr(model, "needs_pairs", False) else None
 
     start_step, wall_before = 0, 0.0
     sums: dict = {}
