@@ -357,7 +357,11 @@ class DaskExecutor:
 
 
 def local_cluster_size(workers: int | None = None) -> tuple[int, int]:
-    """(workers, torch threads each): one worker per GPU; on CPU, workers of two threads each."""
+    """(workers, torch threads each): one worker per GPU; on CPU, one single-threaded worker per core.
+
+    Independent training jobs parallelise perfectly across processes, while the small conv nets used here
+    gain little from intra-op threads (and on a loaded 2-core VM two OpenMP threads per step were up to
+    10× slower than one: docs/notes/train.md), so CPU workers get one torch thread each."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     gpus = 0
     with contextlib.suppress(Exception):
@@ -365,7 +369,7 @@ def local_cluster_size(workers: int | None = None) -> tuple[int, int]:
 
         gpus = torch.cuda.device_count()
     if workers is None:
-        workers = gpus if gpus else max(1, cpus // 2)
+        workers = gpus if gpus else max(1, cpus)
     return workers, max(1, cpus // workers)
 
 
