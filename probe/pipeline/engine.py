@@ -113,8 +113,17 @@ class JobContext:
 
 # -- digests and folders ----------------------------------------------------------------------------
 
+def cache_version() -> dict:
+    """The part of ``code_version()`` that decides results: package version and source digest.
+
+    The git commit is recorded in every stage's provenance but left out of the digest, so committing
+    unchanged sources (or running from an sdist without .git) does not invalidate the cache."""
+    version = code_version()
+    return {"probe_version": version["probe_version"], "source_digest": version["source_digest"]}
+
+
 def stage_digests(stages: list[Stage], version: dict | None = None) -> dict[str, str]:
-    version = code_version() if version is None else version
+    version = cache_version() if version is None else version
     digests: dict[str, str] = {}
     for stage in stages:
         missing = [i for i in stage.inputs if i not in digests]
