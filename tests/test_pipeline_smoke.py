@@ -249,5 +249,5 @@ def test_show_prints_plan(capsys):
     code, out, err = _cli(["pipeline", "show", "modify-shapes3d", "--preset", "quick", "--set", "retrain.seeds=4"], capsys)
     assert code == 0, err
     assert "retrain" in out and "retrain.seeds = 4" in out
-    # 5 models (AE, β-VAE, PCL, QLAE, Tripod) × 3 variants × 4 seeds retrain jobs of 1,500 steps
-    assert " 60 job(s), 90,000 training steps" in out
+    # 5 models (AE, β-VAE, PCL, QLAE, Tripod) × 3 variants × 4 seeds retrain jobs of 500 steps
+    assert " 60 job(s), 30,000 training steps" in out
