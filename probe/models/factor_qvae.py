@@ -48,6 +48,7 @@ from torch.nn import functional as F
 from probe.errors import UserError
 from probe.models.base import Batch, ProbeModel
 from probe.models.qlae import build_shared_nets, check_arch
+from probe.models.factor_vae import Discriminator
 from probe.models.quantize import RelaxedScalarQuantizer, gumbel_temperature, permute_dims, uniform_prior_kl
 
 
@@ -59,15 +60,12 @@ def cosine_lr(step: int, lr: float, lr_min: float, anneal_steps: int) -> float:
     return lr_min + 0.5 * (lr - lr_min) * (1 + math.cos(math.pi * t))
 
 
-class TCDiscriminator(nn.Module):
+class TCDiscriminator(Discriminator):
+    """FactorVAE's MLP discriminator (same layer stack) on the flattened relaxed one-hots, initialised
+    N(0, 0.02) as FactorQVAE's public code does instead of glorot."""
+
     def __init__(self, in_dim: int, width: int = 1000, num_hidden: int = 5):
-        super().__init__()
-        layers: list[nn.Module] = []
-        d = in_dim
-        for _ in range(num_hidden):
-            layers += [nn.Linear(d, width), nn.LeakyReLU(0.2)]
-            d = width
-        self.net = nn.Sequential(*layers, nn.Linear(d, 2))
+        super().__init__(in_dim, hidden=width, depth=num_hidden)
         for m in self.modules():
             if isinstance(m, nn.Linear):
                 nn.init.normal_(m.weight, 0.0, 0.02)
