@@ -14,8 +14,9 @@ from probe.errors import UserError
 from probe.models import registry
 from probe.models.base import Batch, resolve_config
 from probe.models.factor_qvae import cosine_lr
+from probe.models.factor_vae import permute_dims
 from probe.models.quantize import (RelaxedScalarQuantizer, ScalarCodebooks, finite_scalar_quantize, gumbel_temperature,
-                                   permute_dims, straight_through, uniform_prior_kl)
+                                   straight_through, uniform_prior_kl)
 from probe.models.tripod import kernel_multiinformation, normalized_hessian_penalty
 from probe.train import load_run, train_run
 

@@ -49,7 +49,8 @@ from probe.errors import UserError
 from probe.models.base import Batch, ProbeModel
 from probe.models.qlae import build_shared_nets, check_arch
 from probe.models.factor_vae import Discriminator
-from probe.models.quantize import RelaxedScalarQuantizer, gumbel_temperature, permute_dims, uniform_prior_kl
+from probe.models.factor_vae import permute_dims
+from probe.models.quantize import RelaxedScalarQuantizer, gumbel_temperature, uniform_prior_kl
 
 
 def cosine_lr(step: int, lr: float, lr_min: float, anneal_steps: int) -> float:

@@ -62,10 +62,16 @@ def clipped_probs(logits: torch.Tensor) -> torch.Tensor:
     return torch.softmax(logits.float(), dim=1).clamp(1e-6, 1.0 - 1e-6)
 
 
-def permute_dims(z: torch.Tensor) -> torch.Tensor:
-    """Each latent column permuted independently across the batch (reference ``shuffle_codes``)."""
-    b, d = z.shape
-    perms = torch.argsort(torch.rand(b, d, device=z.device), dim=0)   # one permutation per column
+def permute_dims(z: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Each latent's slice permuted independently across the batch (reference ``shuffle_codes``).
+
+    ``z``: [B, D] codes, or [B, D, K] (FactorQVAE's relaxed one-hots, each latent's K-vector moved whole).
+    """
+    b, d = z.shape[:2]
+    keys = torch.rand(b, d, generator=generator, device=z.device if generator is None else generator.device)
+    perms = torch.argsort(keys, dim=0).to(z.device)   # one permutation per latent
+    if z.dim() == 3:
+        perms = perms.unsqueeze(-1).expand_as(z)
     return torch.gather(z, 0, perms)
 
 

@@ -8,7 +8,6 @@
                                      encoder (dVAE).
 * ``gumbel_temperature(step)``       FactorQVAE's schedule exp(-1e-5 · step).
 * ``uniform_prior_kl(logits)``       KL(Cat(softmax(logits)) || Uniform(K)), the τ = 1 posterior.
-* ``permute_dims(w, generator)``     FactorVAE's per-dimension batch permutation (here of one-hots).
 """
 
 from __future__ import annotations
@@ -98,17 +97,6 @@ def uniform_prior_kl(logits: torch.Tensor) -> torch.Tensor:
     q = F.softmax(logits.float(), dim=-1)
     k = logits.shape[-1]
     return (q * torch.log(q * k + 1e-10)).sum(-1).mean()
-
-
-def permute_dims(w: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Shuffle each latent's slice independently across the batch. ``w``: [B, D] or [B, D, K]."""
-    b, d = w.shape[:2]
-    keys = torch.rand(d, b, generator=generator, device=w.device if generator is None else generator.device)
-    perms = keys.argsort(dim=1).to(w.device)           # [D, B]
-    idx = perms.t()                                    # [B, D]
-    if w.dim() == 3:
-        idx = idx.unsqueeze(-1).expand_as(w)
-    return torch.gather(w, 0, idx)
 
 
 class RelaxedScalarQuantizer(nn.Module):
