@@ -54,3 +54,31 @@ def make_toy_store(tmp_path):
         )
 
     return make
+
+
+def run_probe(argv, capsys):
+    """(exit code, stdout, stderr) of ``probe ARGV`` run in-process."""
+    from probe.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    out = capsys.readouterr()
+    return info.value.code, out.out, out.err
+
+
+def toy_dsprites_restarts(root, steps: int, count: int = 2):
+    """A 16×16 toy store named "dsprites" (so ε defaults to 0.1) and ``count`` briefly trained β-VAEs on it."""
+    from probe.data import StateSpace, write_store
+    from probe.train import train_run
+
+    torch.set_num_threads(1)
+    sizes = (2, 3, 4, 4)
+    factors = StateSpace(sizes).all_factors()
+    store = write_store(root / "orig.zarr", render_toy_images(factors, sizes, 16, 1), factors, name="dsprites",
+                        factor_names=["shape", "level", "x", "y"], factor_sizes=list(sizes),
+                        factor_values=[np.linspace(0, 1, s).tolist() for s in sizes],
+                        origin={"kind": "synthetic", "config": {"generator": "toy"}, "seed": 0})
+    runs = [train_run({"model": "beta-vae", "seed": seed, "model_config": {"beta": 4.0, "lr": 1e-3},
+                       "train": {"steps": steps, "batch_size": 16, "log_every": steps // 2, "checkpoint_every": steps}},
+                      store.path, root / f"r{seed}", progress=False) for seed in range(count)]
+    return store, runs

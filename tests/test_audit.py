@@ -20,6 +20,7 @@ import pytest
 from probe.cli import main as probe_main
 from probe.pipeline.audit import REFERENCE_STAGES, plugin_slug
 from probe.pipeline.engine import STAGE_FILE, final_dir, stage_digests
+from conftest import run_probe
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "probe_example_plugin"
@@ -38,11 +39,6 @@ def plugin_paths():
         sys.path.remove(p)
 
 
-def _cli(args, capsys):
-    with pytest.raises(SystemExit) as info:
-        probe_main(args)
-    out = capsys.readouterr()
-    return info.value.code, out.out, out.err
 
 
 def _snapshot(workdir: Path) -> dict:
@@ -112,7 +108,7 @@ def test_example_plugin_audit_via_entry_point(audited, tmp_path, monkeypatch, ca
     (dist / "entry_points.txt").write_text("[probe.models]\nwae-mmd = probe_example_plugin.wae:WAEMMD\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     before = _snapshot(audited["workdir"])
-    code, out, err = _cli(["audit", "--model", "wae-mmd", "--workdir", str(audited["workdir"]), "--scheduler",
+    code, out, err = run_probe(["audit", "--model", "wae-mmd", "--workdir", str(audited["workdir"]), "--scheduler",
                            "synchronous"], capsys)
     assert code == 0, err
     for stage in REFERENCE_STAGES:  # reused, not recomputed
@@ -137,7 +133,7 @@ def test_example_plugin_audit_via_entry_point(audited, tmp_path, monkeypatch, ca
 def test_broken_plugin_exit_2_names_it_and_keeps_the_cache(audited, capsys, target, problem):
     workdir = audited["workdir"]
     before = _snapshot(workdir)
-    code, out, err = _cli(["audit", "--model", target, "--workdir", str(workdir), *SYNC], capsys)
+    code, out, err = run_probe(["audit", "--model", target, "--workdir", str(workdir), *SYNC], capsys)
     assert code == 2, err
     first = err.splitlines()[0]
     assert first.startswith("error: ") and target in first and re.search(problem, err), err
@@ -157,7 +153,7 @@ def test_broken_plugin_exit_2_names_it_and_keeps_the_cache(audited, capsys, targ
 def test_good_audit_after_broken_ones_reuses_everything(audited, capsys):
     workdir = audited["workdir"]
     before = _snapshot(workdir)
-    code, out, err = _cli(["audit", "--model", GOOD, "--workdir", str(workdir), *SYNC], capsys)
+    code, out, err = run_probe(["audit", "--model", GOOD, "--workdir", str(workdir), *SYNC], capsys)
     assert code == 0, err
     assert _snapshot(workdir) == before  # fully cached: no stage recomputed
     first = next(l for l in audited["out"].splitlines() if l.startswith("**verdict"))
@@ -208,10 +204,10 @@ def test_two_plugins_share_all_but_their_stages_and_an_edit_gives_new_runs(plugi
 
 
 def test_bad_audit_options_are_user_errors(plugin_paths, capsys, tmp_path):
-    code, _, err = _cli(["audit", "--model", GOOD, "--dataset", "mnist", "--workdir", str(tmp_path / "x"), *SYNC], capsys)
+    code, _, err = run_probe(["audit", "--model", GOOD, "--dataset", "mnist", "--workdir", str(tmp_path / "x"), *SYNC], capsys)
     assert code == 2 and "no reference pipeline" in err and not (tmp_path / "x").exists()
-    code, _, err = _cli(["audit", "--model", GOOD, "--set", "plugin.model_config.nope=1", "--workdir",
+    code, _, err = run_probe(["audit", "--model", GOOD, "--set", "plugin.model_config.nope=1", "--workdir",
                          str(tmp_path / "x"), *SYNC], capsys)
     assert code == 2 and GOOD in err and "no hyperparameter 'nope'" in err and not (tmp_path / "x").exists()
-    code, out, _ = _cli(["audit", "--model", GOOD, "--plan", "--workdir", str(tmp_path / "x")], capsys)
+    code, out, _ = run_probe(["audit", "--model", GOOD, "--plan", "--workdir", str(tmp_path / "x")], capsys)
     assert code == 0 and "plugin-train" in out and "models ae, beta-vae × 2 seeds" in out

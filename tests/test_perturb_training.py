@@ -25,21 +25,10 @@ def _one_thread():
 @pytest.fixture(scope="module")
 def restarts(tmp_path_factory):
     """A 16×16 toy store named "dsprites" (so ε defaults to 0.1) and two briefly trained β-VAEs on it."""
-    from conftest import render_toy_images
-    from probe.data import StateSpace, write_store
-    from probe.train import train_run
+    from conftest import toy_dsprites_restarts
 
-    torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("perturb")
-    sizes = (2, 3, 4, 4)
-    factors = StateSpace(sizes).all_factors()
-    store = write_store(root / "orig.zarr", render_toy_images(factors, sizes, 16, 1), factors, name="dsprites",
-                        factor_names=["shape", "level", "x", "y"], factor_sizes=list(sizes),
-                        factor_values=[np.linspace(0, 1, s).tolist() for s in sizes],
-                        origin={"kind": "synthetic", "config": {"generator": "toy"}, "seed": 0})
-    runs = [train_run({"model": "beta-vae", "seed": seed, "model_config": {"beta": 4.0, "lr": 1e-3},
-                       "train": {"steps": 10, "batch_size": 16, "log_every": 5, "checkpoint_every": 10}},
-                      store.path, root / f"r{seed}", progress=False) for seed in range(2)]
+    store, runs = toy_dsprites_restarts(root, steps=10)
     return store, runs, root
 
 

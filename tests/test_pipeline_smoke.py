@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from probe.cli import main as probe_main
 from probe.pipeline import run_pipeline
 from probe.pipeline.engine import LOCK_FILE, workdir_status
+from conftest import run_probe
 
 pytestmark = pytest.mark.slow
 PIPELINE = "modify-dsprites"
@@ -37,11 +37,6 @@ def smoke(tmp_path_factory):
     return run
 
 
-def _cli(args, capsys):
-    with pytest.raises(SystemExit) as info:
-        probe_main(args)
-    out = capsys.readouterr()
-    return info.value.code, out.out, out.err
 
 
 def _runs_by_key(report_inputs: dict) -> dict:
@@ -96,14 +91,14 @@ def test_smoke_completes_every_stage(smoke):
 def test_rerun_recomputes_nothing(smoke, capsys):
     before = json.loads((smoke.workdir / "report_inputs.json").read_text())
     start = time.time()
-    code, out, err = _cli(["pipeline", "run", PIPELINE, "--preset", "smoke", "--workdir", str(smoke.workdir),
+    code, out, err = run_probe(["pipeline", "run", PIPELINE, "--preset", "smoke", "--workdir", str(smoke.workdir),
                            "--scheduler", "synchronous"], capsys)
     elapsed = time.time() - start
     assert code == 0, err
     assert "(0 job(s) run)" in err and err.count("cached") == 11
     assert elapsed < 20
     assert json.loads((smoke.workdir / "report_inputs.json").read_text()) == before
-    code, out, err = _cli(["pipeline", "status", str(smoke.workdir)], capsys)
+    code, out, err = run_probe(["pipeline", "status", str(smoke.workdir)], capsys)
     assert code == 0 and out.count("complete") == 11 and "not running" in out
 
 
@@ -191,7 +186,7 @@ def test_external_dask_scheduler_with_two_workers(smoke, tmp_path, capsys):
 
         with Client(address, timeout="30s") as client:
             client.wait_for_workers(2, timeout=60)
-        code, out, err = _cli(["pipeline", "run", PIPELINE, "--preset", "smoke", "--workdir", str(wd),
+        code, out, err = run_probe(["pipeline", "run", PIPELINE, "--preset", "smoke", "--workdir", str(wd),
                                "--scheduler", address, *FEW_MODELS], capsys)
         assert code == 0, err
         assert f"dask scheduler {address}" in err
@@ -230,7 +225,7 @@ def test_bad_configs_exit_2_before_any_work(args, message, tmp_path, capsys, mon
     argv = ["pipeline", "run", PIPELINE, "--workdir", str(wd), "--scheduler", "synchronous"]
     if "--preset" not in args:
         argv += ["--preset", "smoke"]
-    code, out, err = _cli(argv + args, capsys)
+    code, out, err = run_probe(argv + args, capsys)
     assert code == 2
     assert message in err and err.startswith("error: ") and "Traceback" not in err
     assert not wd.exists()
@@ -240,13 +235,13 @@ def test_paper_preset_message_names_file_and_url(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PROBE_DATA_DIR", str(tmp_path / "no-data"))
     from probe.data.sources import card, default_source
 
-    code, out, err = _cli(["pipeline", "show", PIPELINE, "--preset", "paper"], capsys)
+    code, out, err = run_probe(["pipeline", "show", PIPELINE, "--preset", "paper"], capsys)
     assert code == 2
     assert str(default_source("dsprites")) in err and card("dsprites")["files"][0]["url"] in err
 
 
 def test_show_prints_plan(capsys):
-    code, out, err = _cli(["pipeline", "show", "modify-shapes3d", "--preset", "quick", "--set", "retrain.seeds=4"], capsys)
+    code, out, err = run_probe(["pipeline", "show", "modify-shapes3d", "--preset", "quick", "--set", "retrain.seeds=4"], capsys)
     assert code == 0, err
     assert "retrain" in out and "retrain.seeds = 4" in out
     # 5 models (AE, β-VAE, PCL, QLAE, Tripod) × 3 variants × 4 seeds retrain jobs of 500 steps

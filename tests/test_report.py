@@ -165,24 +165,9 @@ def write_fake_workdir(root, *, store_path=None, restart_dirs=None, robustness=T
 @pytest.fixture(scope="module")
 def trained_restarts(tmp_path_factory):
     """A small store and two 20-step β-VAE runs on it (stand-ins for the selected restarts)."""
-    import torch
+    from conftest import toy_dsprites_restarts
 
-    from probe.data import StateSpace, write_store
-    from probe.train import train_run
-    from conftest import render_toy_images
-
-    torch.set_num_threads(1)
-    root = tmp_path_factory.mktemp("restarts")
-    sizes = (2, 3, 4, 4)
-    factors = StateSpace(sizes).all_factors()
-    store = write_store(root / "orig.zarr", render_toy_images(factors, sizes, 16, 1), factors, name="dsprites",
-                        factor_names=["shape", "level", "x", "y"], factor_sizes=list(sizes),
-                        factor_values=[np.linspace(0, 1, s).tolist() for s in sizes],
-                        origin={"kind": "synthetic", "config": {"generator": "toy"}, "seed": 0})
-    runs = [train_run({"model": "beta-vae", "seed": seed, "model_config": {"beta": 4.0, "lr": 1e-3},
-                       "train": {"steps": 20, "batch_size": 16, "log_every": 10, "checkpoint_every": 20}},
-                      store.path, root / f"r{seed}", progress=False) for seed in range(2)]
-    return store, runs
+    return toy_dsprites_restarts(tmp_path_factory.mktemp("restarts"), steps=20)
 
 
 def test_report_with_trained_restarts(tmp_path, trained_restarts):

@@ -15,6 +15,7 @@ from probe.models.ae import AE
 from probe.models.base import Batch, bernoulli_reconstruction
 from probe.models.registry import BUILTIN_MODELS
 from probe.train import load_run, resolve_run_config, train_run
+from conftest import run_probe
 
 FAST = {"batch_size": 8, "log_every": 5, "checkpoint_every": 10}
 EXPECTED_MODELS = ["ae", "beta-vae", "beta-tcvae", "factor-vae", "dip-vae-i", "dip-vae-ii", "slow-vae", "rtc-vae", "pcl",
@@ -274,17 +275,10 @@ def test_resolve_run_config_uses_dataset_presets(make_toy_store):
 
 # -- CLI ---------------------------------------------------------------------------------------------------
 
-def _cli(argv, capsys):
-    from probe.cli import main
-
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    out = capsys.readouterr()
-    return info.value.code, out.out, out.err
 
 
 def test_cli_models_list(capsys):
-    code, out, _ = _cli(["models", "list"], capsys)
+    code, out, _ = run_probe(["models", "list"], capsys)
     assert code == 0
     names = [line.split()[0] for line in out.splitlines() if line.strip()]
     for name in ("ae", "beta-vae", "linear-vae"):
@@ -296,7 +290,7 @@ def test_cli_models_list(capsys):
 def test_cli_train_and_set_routing(make_toy_store, tmp_path, capsys):
     store = make_toy_store()
     out = tmp_path / "run"
-    code, stdout, err = _cli(["train", "beta-vae", "--data", str(store.path), "--out", str(out), "--steps", "6", "--seed", "4",
+    code, stdout, err = run_probe(["train", "beta-vae", "--data", str(store.path), "--out", str(out), "--steps", "6", "--seed", "4",
                               "--set", "beta=2.5", "--set", "batch_size=4", "--set", "log_every=3", "--no-progress"], capsys)
     assert code == 0, err
     cfg = json.loads((out / "config.json").read_text())
@@ -304,9 +298,9 @@ def test_cli_train_and_set_routing(make_toy_store, tmp_path, capsys):
     assert cfg["seed"] == 4
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
 
-    code, _, err = _cli(["train", "beta-vae", "--data", str(store.path), "--out", str(tmp_path / "x"), "--set", "betta=1"],
+    code, _, err = run_probe(["train", "beta-vae", "--data", str(store.path), "--out", str(tmp_path / "x"), "--set", "betta=1"],
                         capsys)
     assert code == 2 and "betta" in err and "batch_size" in err and "beta" in err
     assert "Traceback" not in err and not (tmp_path / "x").exists()
-    code, _, err = _cli(["train", "nope", "--data", str(store.path), "--out", str(tmp_path / "y")], capsys)
+    code, _, err = run_probe(["train", "nope", "--data", str(store.path), "--out", str(tmp_path / "y")], capsys)
     assert code == 2 and "unknown model" in err

@@ -88,17 +88,18 @@ def line_search(points: dict, label: str, path: Path, hyper_names: dict, dropped
 def nmi_heatmaps(panels: list[dict], factor_names: list[str], path: Path) -> Path:
     """One heatmap (factors × latents) per panel: {"title", "nmi" [K, D]}."""
     plt = _plt()
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels) + 0.8, 0.35 * len(factor_names) + 1.6),
-                             squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels) + 1.6, 0.35 * len(factor_names) + 1.6),
+                             squeeze=False, sharey=True, layout="constrained")
     image = None
-    for ax, panel in zip(axes[0], panels):
+    for i, (ax, panel) in enumerate(zip(axes[0], panels)):
         nmi = np.asarray(panel["nmi"])
         image = ax.imshow(nmi, vmin=0, vmax=1, cmap="viridis", aspect="auto")
         ax.set_title(panel["title"], fontsize=8)
         ax.set_xticks(range(nmi.shape[1]))
         ax.set_xlabel("latent")
-        ax.set_yticks(range(len(factor_names)))
-        ax.set_yticklabels(factor_names, fontsize=7)
+        if i == 0:  # shared rows: the factor names once, so they cannot run into the previous panel
+            ax.set_yticks(range(len(factor_names)))
+            ax.set_yticklabels(factor_names, fontsize=7)
         for (k, j), v in np.ndenumerate(nmi):
             ax.text(j, k, f"{v:.2f}", ha="center", va="center", fontsize=6, color="white" if v < 0.5 else "black")
     fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label="I(w_k; z_j) / H(w_k)")
