@@ -318,3 +318,40 @@ def test_report_cli(tmp_path):
     assert res.exit_code == 0, res.output
     assert (tmp_path / "r" / "report.html").exists()
     assert "not computed" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_untrained_runs_rule():
+    from probe.report.inputs import mean_image_mse, untrained_runs
+
+    images = np.stack([np.zeros((4, 4, 1), np.uint8), np.full((4, 4, 1), 255, np.uint8)])
+    assert mean_image_mse(images) == pytest.approx(0.25)  # mean image 0.5 everywhere
+    assert mean_image_mse(np.full((3, 2, 2, 3), 0.7)) == pytest.approx(0.0, abs=1e-12)
+
+    def run(model, variant, mse):
+        return {"model": model, "variant": variant, "seed": 0, "metrics": {"reconstruction": {"mse": mse}}}
+
+    runs = [run("ae", "orig", 0.01), run("tripod", "mod", 0.13), run("tripod", "orig", 0.11),
+            run("pcl", "orig", None), run("ae", "noise", 0.5)]
+    flagged = untrained_runs(runs, {"orig": 0.13, "mod": 0.14})  # no noise baseline: noise runs not judged
+    assert [(f["model"], f["variant"]) for f in flagged] == [("tripod", "mod")]  # 0.13 >= 0.9·0.14; 0.11 < 0.117
+
+
+def test_report_flags_a_model_that_did_not_train(tmp_path, make_toy_store):
+    from probe.data import open_store
+    from probe.report.inputs import mean_image_mse
+
+    store = make_toy_store()
+    workdir = tmp_path / "wd"
+    write_fake_workdir(workdir, store_path=store.path)
+    inputs_path = workdir / "report_inputs.json"
+    inputs = json.loads(inputs_path.read_text())
+    baseline = mean_image_mse(open_store(store.path).load_numpy())
+    for r in inputs["runs"]:  # beta-vae's orig runs reconstruct no better than the mean image
+        if r["model"] == "beta-vae" and r["variant"] == "orig":
+            r["metrics"]["reconstruction"]["mse"] = baseline
+    inputs_path.write_text(json.dumps(inputs))
+    out = make_report(workdir, tmp_path / "rep")
+    labels = {m: v["label"] for m, v in json.loads(out["summary"].read_text())["datasets"][0]["models"].items()}
+    assert labels["beta-vae"] == "did not train"  # not "relies on local structure", as without the guard
+    assert labels["pcl"] != "did not train"
+    assert "did not train" in out["markdown"].read_text()

@@ -20,7 +20,8 @@ from probe.errors import UserError
 from probe.report import figures as fig
 from probe.report.document import Document
 from probe.report.inputs import (
-    METRIC_BY_KEY, VARIANTS, load_inputs, metric_value, model_order, present_metrics, resolve_path, values_by_group,
+    METRIC_BY_KEY, UNTRAINED_FRACTION, VARIANTS, load_inputs, mean_image_mse, metric_value, model_order, present_metrics,
+    resolve_path, untrained_runs, values_by_group,
 )
 from probe.report.stats import ALPHA, MARGIN, compare, verdict, verdict_rule_text
 
@@ -146,11 +147,14 @@ class _Builder:
     def _verdicts(self, doc: Document):
         label = METRIC_BY_KEY[self.primary][1]
         doc.heading("Verdicts")
-        doc.para(verdict_rule_text() + f" Primary metric: **{label}**.")
+        doc.para(verdict_rule_text() + f" Primary metric: **{label}**. A model gets **did not train** instead when "
+                 f"any of its orig or mod runs reconstructs no better than {UNTRAINED_FRACTION:.0%} of the mean image's "
+                 "MSE on that variant's store (its score changes would compare training failures).")
         rows = []
         for inputs in self.all_inputs:
             runs = inputs["runs"]
             groups = values_by_group(runs, self.primary)
+            untrained = self._untrained(inputs)
             entry = {"dataset": self._label(inputs), "primary_metric": self.primary, "models": {}}
             for model in model_order(runs):
                 orig, mod, noise = (groups.get((model, v), []) for v in VARIANTS)
@@ -160,6 +164,11 @@ class _Builder:
                     entry["models"][model] = {"label": "no data", "missing": missing}
                     continue
                 v = verdict(orig, mod, noise or None, seed=self.seed)
+                bad = [u for u in untrained if u["model"] == model and u["variant"] in ("orig", "mod")]
+                if bad:
+                    where = ", ".join(f"{u['variant']} seed {u['seed']} ({u['mse']:.3f} vs {u['baseline']:.3f})" for u in bad)
+                    v = {**v, "label": "did not train", "untrained": bad,
+                         "reason": f"reconstruction MSE no better than the mean image's in {where}"}
                 rows.append([self._label(inputs), model, _change(v["to_mod"]), _change(v["to_noise"]),
                              f"**{v['label']}** ({v['reason']})"])
                 entry["models"][model] = v
@@ -169,6 +178,22 @@ class _Builder:
                        "verdict"], rows)
         else:
             doc.para("The inputs hold no retrained runs, so there is nothing to compare.")
+
+    def _untrained(self, inputs) -> list[dict]:
+        """Runs that did not learn to reconstruct (``inputs.untrained_runs``); the mean-image MSE of each
+        variant's store is measured on up to 10,000 images. Stores that cannot be read are not judged."""
+        from probe.data import open_store
+
+        baselines = {}
+        for variant, info in (inputs.get("stores") or {}).items():
+            path = resolve_path(inputs, (info or {}).get("path"))
+            if path is None or not path.exists():
+                continue
+            store = open_store(path)
+            n = min(store.num_images, 10_000)
+            index = np.sort(np.random.RandomState(self.seed).choice(store.num_images, n, replace=False))
+            baselines[variant] = mean_image_mse(store.read(index))
+        return untrained_runs(inputs["runs"], baselines)
 
     # -- Table 1/3/4/5 ------------------------------------------------------------------------------
     def _present(self) -> list[str]:

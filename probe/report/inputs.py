@@ -7,6 +7,8 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
+
 from probe.errors import UserError
 
 VARIANTS = ("orig", "mod", "noise")
@@ -99,3 +101,32 @@ def values_by_group(runs: list[dict], key: str) -> dict:
         if v is not None:
             out.setdefault((run["model"], run["variant"]), []).append(v)
     return out
+
+
+# A run whose reconstruction MSE is at least this fraction of the mean-image MSE has learned (almost)
+# nothing about its inputs; comparing its disentanglement scores across variants measures training
+# failures, not reliance on local structure.
+UNTRAINED_FRACTION = 0.9
+
+
+def mean_image_mse(images: np.ndarray) -> float:
+    """MSE of the best constant predictor (the mean image) on ``images`` [N, H, W, C] uint8 or float in [0, 1]."""
+    arr = np.asarray(images)
+    x = arr.astype(np.float64) / 255.0 if np.issubdtype(arr.dtype, np.integer) else arr.astype(np.float64)
+    return float(((x - x.mean(0)) ** 2).mean())
+
+
+def untrained_runs(runs: list[dict], baselines: dict, fraction: float = UNTRAINED_FRACTION) -> list[dict]:
+    """Runs whose reconstruction MSE is >= ``fraction`` × the mean-image MSE of their variant's store.
+
+    ``baselines``: {variant: mean-image MSE}. Runs without an MSE value or without a baseline for their
+    variant are not judged (models without a decoder, such as PCL, are never flagged).
+    """
+    flagged = []
+    for run in runs:
+        mse = metric_value(run.get("metrics"), "recon_mse")
+        base = baselines.get(run["variant"])
+        if mse is not None and base and mse >= fraction * base:
+            flagged.append({"model": run["model"], "variant": run["variant"], "seed": run.get("seed"),
+                            "mse": mse, "baseline": base})
+    return flagged
