@@ -11,7 +11,7 @@ conv architecture) and device:
 * compute    the compute-only limit: training steps on one resident batch (no data path at all), fp32
              and, on CUDA, bf16.
 
-Usage: ``python benchmarks/train_throughput.py [--steps 100] [--device auto] [--workers N]``.
+Usage: ``python benchmarks/train_throughput.py [--steps 100] [--device auto] [--batch 64] [--compile] [--workers N]``.
 Prints one line per measurement and the ratio probe / reference (target ≥ 2×) and probe / compute.
 """
 
@@ -116,12 +116,13 @@ def bench_reference(store, h5_path, device, steps, warmup, batch, workers):
     return steps * batch / (time.perf_counter() - t0)
 
 
-def bench_probe(store, out: Path, device, steps, warmup, batch):
+def bench_probe(store, out: Path, device, steps, warmup, batch, compile_loss=False):
     from probe.train import train_run
 
+    # with compile the warm-up interval absorbs the compilation; only the timed steps count
     run = train_run({"model": "beta-vae", "model_config": {"num_latent": 10}, "seed": 0,
                      "train": {"steps": warmup + steps, "batch_size": batch, "log_every": warmup,
-                               "checkpoint_every": warmup + steps}},
+                               "checkpoint_every": warmup + steps, "compile": bool(compile_loss)}},
                     store, out, device=str(device), progress=False)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     first, last = rows[0], rows[-1]  # first row closes the warm-up interval
@@ -153,6 +154,7 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--images", type=int, default=9000, help="approximate store size")
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--compile", action="store_true", help="torch.compile probe's loss (train.compile; GPU)")
     ap.add_argument("--workers", type=int, default=None,
                     help="DataLoader workers for the reference (default: 0 with ≤ 2 CPUs, else 4)")
     args = ap.parse_args(argv)
@@ -168,8 +170,8 @@ def main(argv=None):
         store = make_store(tmp, args.images)
         h5_path = write_h5(store, tmp / "bench.h5")
         print(f"data: {store.num_images} images {list(store.image_shape)} ({time.perf_counter() - t:.1f} s to build)", flush=True)
-        probe_ips, precision = bench_probe(store, tmp / "run", device, args.steps, args.warmup, args.batch)
-        print(f"probe trainer        {probe_ips:9.1f} img/s  (precision {precision})", flush=True)
+        probe_ips, precision = bench_probe(store, tmp / "run", device, args.steps, args.warmup, args.batch, args.compile)
+        print(f"probe trainer        {probe_ips:9.1f} img/s  (precision {precision}, compile {args.compile})", flush=True)
         ref_ips = bench_reference(store, h5_path, device, args.steps, args.warmup, args.batch, workers)
         print(f"reference DataLoader {ref_ips:9.1f} img/s  (h5py per-item reads, fp32)", flush=True)
         compute = {"fp32": bench_compute(store, device, args.steps, args.warmup, args.batch, "fp32")}
