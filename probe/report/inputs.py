@@ -109,11 +109,23 @@ def values_by_group(runs: list[dict], key: str) -> dict:
 UNTRAINED_FRACTION = 0.9
 
 
-def mean_image_mse(images: np.ndarray) -> float:
-    """MSE of the best constant predictor (the mean image) on ``images`` [N, H, W, C] uint8 or float in [0, 1]."""
+def mean_image_mse(images: np.ndarray, block: int = 1024) -> float:
+    """MSE of the best constant predictor (the mean image) on ``images`` [N, H, W, C] uint8 or float in [0, 1].
+
+    Accumulated block by block in float64 (E[x²] − mean²), so a 10,000-image 64×64×3 sample never
+    exists as one float copy.
+    """
     arr = np.asarray(images)
-    x = arr.astype(np.float64) / 255.0 if np.issubdtype(arr.dtype, np.integer) else arr.astype(np.float64)
-    return float(((x - x.mean(0)) ** 2).mean())
+    scale = 255.0 if np.issubdtype(arr.dtype, np.integer) else 1.0
+    n = arr.shape[0]
+    total = np.zeros(arr.shape[1:], dtype=np.float64)
+    total_sq = 0.0
+    for start in range(0, n, block):
+        b = arr[start:start + block].astype(np.float64) / scale
+        total += b.sum(0)
+        total_sq += float(np.square(b).sum())
+    mean = total / n
+    return float(total_sq / (n * mean.size) - np.square(mean).mean())
 
 
 def untrained_runs(runs: list[dict], baselines: dict, fraction: float = UNTRAINED_FRACTION) -> list[dict]:
