@@ -303,3 +303,21 @@ def test_factor_qvae_resume_is_exact(make_toy_store, tmp_path):
     train_run(config, store, killed, progress=False)
     a, b = _params(straight), _params(killed)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_tripod_standardises_raw_latents_on_the_shared_architecture():
+    """On arch=locatello the raw latents are batch-standardised before tanh, so they cannot all saturate
+    (the collapse measured without it, docs/notes/quantized.md); Tripod's own architecture is untouched."""
+    from probe.models.tripod import Tripod
+
+    torch.manual_seed(0)
+    model = Tripod({**Tripod.default_config(), "arch": "locatello", "num_latent": 4}, (1, 16, 16), 2)
+    x = torch.rand(32, 1, 16, 16)
+    with torch.no_grad():
+        model.encoder[0].means.bias.fill_(20.0)  # a drifted head: tanh(raw) would be +1 for every image
+        raw = model.encoder(x)
+    assert torch.allclose(raw.mean(0), torch.zeros(4), atol=1e-4)
+    assert torch.allclose(raw.std(0, unbiased=False), torch.ones(4), atol=0.05)  # BatchNorm eps on a small variance
+    assert len(torch.unique(model.quantize(x).indices, dim=0)) > 1  # the codes still vary across images
+    off = Tripod({**Tripod.default_config(), "arch": "locatello", "num_latent": 4, "latent_norm": False}, (1, 16, 16), 2)
+    assert not isinstance(off.encoder, torch.nn.Sequential)
