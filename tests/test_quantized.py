@@ -316,7 +316,7 @@ def test_tripod_standardises_raw_latents_on_the_shared_architecture():
     with torch.no_grad():
         model.encoder[0].means.bias.fill_(20.0)  # a drifted head: tanh(raw) would be +1 for every image
         raw = model.encoder(x)
-    assert torch.allclose(raw.mean(0), torch.zeros(4), atol=1e-4)
+    assert torch.allclose(raw.mean(0), torch.zeros(4), atol=1e-3)  # float32: a mean of ~20 removed from values ±0.02
     assert torch.allclose(raw.std(0, unbiased=False), torch.ones(4), atol=0.05)  # BatchNorm eps on a small variance
     assert len(torch.unique(model.quantize(x).indices, dim=0)) > 1  # the codes still vary across images
     off = Tripod({**Tripod.default_config(), "arch": "locatello", "num_latent": 4, "latent_norm": False}, (1, 16, 16), 2)
