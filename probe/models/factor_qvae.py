@@ -48,8 +48,7 @@ from torch.nn import functional as F
 from probe.errors import UserError
 from probe.models.base import Batch, ProbeModel
 from probe.models.qlae import build_shared_nets, check_arch
-from probe.models.factor_vae import Discriminator
-from probe.models.factor_vae import permute_dims
+from probe.models.factor_vae import Discriminator, permute_dims
 from probe.models.quantize import RelaxedScalarQuantizer, gumbel_temperature, uniform_prior_kl
 
 

@@ -180,13 +180,15 @@ class _Builder:
             doc.para("The inputs hold no retrained runs, so there is nothing to compare.")
 
     def _untrained(self, inputs) -> list[dict]:
-        """Runs that did not learn to reconstruct (``inputs.untrained_runs``); the mean-image MSE of each
-        variant's store is measured on up to 10,000 images. Stores that cannot be read are not judged."""
+        """Orig and mod runs that did not learn to reconstruct (``inputs.untrained_runs``); the mean-image MSE
+        of those two stores is measured on up to 10,000 images each (noise runs do not enter the verdict, so
+        the noise store is not read). Stores that cannot be read are not judged."""
         from probe.data import open_store
 
         baselines = {}
-        for variant, info in (inputs.get("stores") or {}).items():
-            path = resolve_path(inputs, (info or {}).get("path"))
+        stores = inputs.get("stores") or {}
+        for variant in ("orig", "mod"):
+            path = resolve_path(inputs, (stores.get(variant) or {}).get("path"))
             if path is None or not path.exists():
                 continue
             store = open_store(path)
