@@ -214,6 +214,26 @@ def test_nhp_gradient_flows_to_latents():
     assert torch.isfinite(z.grad).all() and z.grad.abs().sum() > 0
 
 
+def test_nhp_reuses_given_centre_and_subbatch_matches_penalty_on_those_rows():
+    z = torch.randn(32, 3, generator=torch.Generator().manual_seed(4))
+
+    def decoder(z):
+        h = torch.tanh(z @ torch.tensor([[1.0, -0.5], [0.3, 0.8], [0.7, 0.2]]))
+        return [h, (h[:, :1] * h[:, 1:] + torch.sin(z[:, 2:]))]
+
+    def nhp(*args, seed=7, **kw):
+        return float(normalized_hessian_penalty(*args, generator=torch.Generator().manual_seed(seed), **kw))
+
+    # the centre from the caller's forward pass gives the value of the recomputed one
+    assert nhp(decoder, z, center=decoder(z)) == pytest.approx(nhp(decoder, z), rel=1e-5)
+    # num_points = the penalty on the first rows, with σ still from the whole batch
+    sigma = z.std(0) + 1e-6
+    sub = nhp(decoder, z, num_points=8)
+    assert sub == pytest.approx(nhp(decoder, z[:8], sigma), rel=1e-5)
+    assert sub != pytest.approx(nhp(decoder, z[:8]), rel=1e-3)
+    assert nhp(decoder, z, num_points=8, center=decoder(z)) == pytest.approx(sub, rel=1e-5)
+
+
 # -- models -------------------------------------------------------------------------------------------
 
 def test_registry_lists_quantized_models():
