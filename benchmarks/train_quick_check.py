@@ -62,6 +62,7 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--eval-n", type=int, default=10_000)
+    ap.add_argument("--num-latent", type=int, default=None, help="latent size (default: the number of factors)")
     args = ap.parse_args(argv)
 
     from probe.data import open_store
@@ -83,17 +84,17 @@ def main(argv=None):
             print(f"generated {store} in {time.perf_counter() - t:.1f} s", flush=True)
         results = []
         for seed in [int(s) for s in args.seeds.split(",")]:
-            config = {"model": "beta-vae", "seed": seed, "model_config": {"beta": args.beta, "lr": args.lr},
+            config = {"model": "beta-vae", "seed": seed, "model_config": {"beta": args.beta, "lr": args.lr, "num_latent": args.num_latent},
                       "train": {"steps": args.steps, "batch_size": args.batch, "log_every": 500, "checkpoint_every": 2000}}
             torch.manual_seed(seed)  # the trainer's initialisation for this seed
             init_model = _build_model(resolve_run_config(config, store)).eval()
             _, _, recon0 = evaluate(init_model, store, args.eval_n, 0)
             t = time.perf_counter()
-            run = train_run(config, store, out / f"beta{args.beta:g}-lr{args.lr:g}-s{seed}-{args.steps}", progress=False)
+            run = train_run(config, store, out / f"beta{args.beta:g}-lr{args.lr:g}-d{args.num_latent or 0}-s{seed}-{args.steps}", progress=False)
             wall = time.perf_counter() - t
             model, _ = load_run(run)
             codes, factors, recon = evaluate(model, store, args.eval_n, 0)
-            row = {"seed": seed, "steps": args.steps, "beta": args.beta, "lr": args.lr, "wall_s": round(wall, 1),
+            row = {"seed": seed, "steps": args.steps, "beta": args.beta, "lr": args.lr, "num_latent": model.num_latent, "wall_s": round(wall, 1),
                    "recon_step0": round(recon0, 2), "recon_final": round(recon, 2), "mig_local": round(local_mig(codes, factors), 4)}
             try:
                 from probe.metrics import mig
