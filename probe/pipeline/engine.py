@@ -318,6 +318,25 @@ class SynchronousExecutor:
         pass
 
 
+def drop_malloc_trim_threshold() -> None:
+    """Stop dask's nannies from starting workers with ``MALLOC_TRIM_THRESHOLD_=65536`` (its default
+    ``distributed.nanny.pre-spawn-environ``), for the rest of this process.
+
+    Setting any malloc threshold turns off glibc's dynamic mmap threshold, so every large tensor a
+    training step allocates is mmap'ed and unmapped again, and its pages are faulted in afresh each
+    step. Measured on the 2-core VM (β-VAE, 32×32, one thread, 600 steps): 1578.8 img/s without the
+    variable, 1072.4 img/s with it (1.47× slower); in the dSprites quick pipeline the restarts ran at
+    ~1,110 img/s per worker against ~2,250 img/s for the same jobs outside dask. The global setting (not
+    a context manager) also covers workers the nanny respawns later.
+    """
+    import dask
+
+    environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
+    if "MALLOC_TRIM_THRESHOLD_" in environ:
+        environ.pop("MALLOC_TRIM_THRESHOLD_")
+        dask.config.set({"distributed.nanny.pre-spawn-environ": environ})
+
+
 class DaskExecutor:
     """dask.distributed: a LocalCluster sized to the machine, or an existing scheduler by address."""
 
@@ -335,6 +354,7 @@ class DaskExecutor:
         else:
             n_workers, threads = local_cluster_size(workers)
             self.torch_threads = threads
+            drop_malloc_trim_threshold()
             self.cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                                         dashboard_address=None, silence_logs=logging.ERROR)
             self.client = Client(self.cluster)
