@@ -102,7 +102,7 @@ def normalized_hessian_penalty(fn: Callable[[torch.Tensor], list[torch.Tensor] |
     ``num_points``: estimate the penalty on the first ``num_points`` rows of ``z`` only (default: all).
     ``center``: ``fn(z)`` if the caller already has it (the reconstruction's forward pass), so it is not
     recomputed; rows beyond ``num_points`` are ignored. The 4·num_perturbations perturbed evaluations
-    (plus the centre when not given) go through ``fn`` in one batched call.
+    go through ``fn`` in one batched call.
     """
     if sigma is None:
         sigma = z.std(0) + 1e-6
@@ -121,15 +121,12 @@ def normalized_hessian_penalty(fn: Callable[[torch.Tensor], list[torch.Tensor] |
         return epsilon * r * sigma
 
     v = torch.cat([draw("rademacher"), draw("gaussian")])                     # [2p, B, D]
-    if center is None:
-        points = torch.cat([z.unsqueeze(0), z + v, z - v]).reshape(-1, d)        # [(1 + 4p)·B, D]
-        outs = fn(points)
-        outs = [outs] if isinstance(outs, torch.Tensor) else outs
-        outs = [out.reshape(1 + 4 * p, b, -1) for out in outs]
-    else:
-        perturbed = fn(torch.cat([z + v, z - v]).reshape(-1, d))                  # [4p·B, D]
-        perturbed = [perturbed] if isinstance(perturbed, torch.Tensor) else perturbed
-        outs = [torch.cat([c[:b].reshape(1, b, -1), out.reshape(4 * p, b, -1)]) for c, out in zip(center, perturbed)]
+    def as_list(outs):
+        return [outs] if isinstance(outs, torch.Tensor) else outs
+
+    center = as_list(fn(z) if center is None else center)
+    perturbed = as_list(fn(torch.cat([z + v, z - v]).reshape(-1, d)))           # [4p·B, D] in one call
+    outs = [torch.cat([c[:b].reshape(1, b, -1), out.reshape(4 * p, b, -1)]) for c, out in zip(center, perturbed)]
     total = z.new_zeros(())
     for out in outs:
         out = out.float()
