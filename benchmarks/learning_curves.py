@@ -1,0 +1,88 @@
+"""Learning curves for sizing presets: a metric (MIG by default) against training steps, per model and seed.
+
+Trains each run with probe's trainer and extends it step count by step count (a finished run extended to
+more steps equals a run trained to that many steps from the start, bit-identically on CPU), evaluating
+``probe.metrics.evaluate_run`` after each leg with the quick presets' sample sizes. Prints one JSON line per
+(model, seed, steps) and appends it to ``--out/curves.jsonl``; the wall time of each leg is recorded, so the
+same file sizes a preset's budget.
+
+Usage::
+
+    python benchmarks/learning_curves.py --store S.zarr --model beta-vae --seeds 0,1,2 \
+        --steps 500,1000,2000,3000 --set lr=5e-4 --out runs/curves [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+
+def parse_sets(pairs):
+    out = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def flat_scalars(metrics: dict) -> dict:
+    """{"mig": {"mig": 0.3, ...}, ...} -> {"mig": 0.3, ...}: every scalar, keyed by its innermost name."""
+    out = {}
+    for name, value in metrics.items():
+        if isinstance(value, dict):
+            out.update({k: float(v) for k, v in value.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+        elif isinstance(value, (int, float)):
+            out[name] = float(value)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--steps", default="500,1000,2000")
+    ap.add_argument("--set", action="append", default=[], help="model hyperparameter KEY=VALUE (JSON value)")
+    ap.add_argument("--metrics", default="mig,reconstruction,active_units")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--tag", default="", help="label written with every row (e.g. the variant)")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from probe.metrics.evaluate import SMALL_SETTINGS, evaluate_run
+    from probe.train import train_run
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    model_config = parse_sets(args.set)
+    tag = "-".join(f"{k}{v}" for k, v in sorted(model_config.items()))
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        run_dir = out / f"{args.model}{'-' + args.tag if args.tag else ''}{'-' + tag if tag else ''}-s{seed}"
+        for steps in [int(s) for s in args.steps.split(",")]:
+            t0 = time.perf_counter()
+            train_run({"model": args.model, "seed": seed, "model_config": model_config,
+                       "train": {"steps": steps, "checkpoint_every": steps, "log_every": 100}},
+                      args.store, run_dir, progress=False)
+            train_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            res = evaluate_run(run_dir, args.store, metrics=args.metrics, seed=0, **SMALL_SETTINGS, n_jobs=1)
+            row = {"model": args.model, "tag": args.tag, "model_config": model_config, "seed": seed, "steps": steps,
+                   "train_leg_s": round(train_s, 1), "eval_s": round(time.perf_counter() - t0, 1),
+                   "metrics": flat_scalars(res["metrics"]),
+                   "run_dir": str(run_dir)}
+            print(json.dumps(row), flush=True)
+            with open(out / "curves.jsonl", "a") as f:
+                f.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
