@@ -177,3 +177,84 @@ def test_cli_help_and_user_errors(make_toy_store, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         main(["perturb", "noise", "--data", str(parent.path), "--out", str(tmp_path / "n.zarr"), "--epsilon", "0.1"])
     assert exit_info.value.code == 0 and (tmp_path / "n.zarr").exists()
+
+
+# -- coverage of m ---------------------------------------------------------------------------------------
+
+class _ConstructedManipulation(torch.nn.Module):
+    """m(w) = sign-pattern·relu(s) with s = w[:, 0]: exactly zero for every w with w_0 ≤ 0 (the degenerate case)."""
+
+    def __init__(self, shape=(1, 4, 4)):
+        super().__init__()
+        self.pattern = torch.ones(shape)
+        self.pattern[..., ::2] = -1
+
+    def bottleneck(self, w):
+        return w[:, :1]
+
+    def from_bottleneck(self, s):
+        return torch.relu(s)[:, :, None, None] * self.pattern
+
+    def forward(self, w):
+        return self.from_bottleneck(self.bottleneck(w))
+
+
+def test_coverage_of_a_constructed_manipulation():
+    from probe.perturb.manipulation import manipulation_coverage
+
+    sizes = [5, 3]
+    factors = np.array([[i, j] for i in range(5) for j in range(3)])
+    w = normalised_factors(factors, sizes)  # w_0 in {-1, -0.5, 0, 0.5, 1}
+    cov = manipulation_coverage(_ConstructedManipulation(), w, threshold=0.05, factors=factors, factor_sizes=sizes)
+    # m = 0 for w_0 ∈ {-1, -0.5, 0}: 9 of 15 images; |m|∞ = w_0 ≥ 0.5 for the other 6
+    assert cov["fraction_small"] == pytest.approx(9 / 15)
+    assert cov["fraction_covered"] == pytest.approx(6 / 15)
+    assert cov["num_images"] == 15
+    # per pixel m ∈ {0 (9), ±0.5 (3), ±1 (3)}: mean pattern = (3·0.5 + 3·1)/15 = 0.3 in magnitude
+    assert cov["variation"]["rms_mean"] == pytest.approx(0.3, abs=1e-6)
+    assert cov["variation"]["rms_about_mean"] == pytest.approx(np.sqrt((3 * 0.25 + 3 * 1) / 15 - 0.09), abs=1e-6)
+    # m follows factor 0 only: a step in factor 1 never changes it
+    assert cov["variation"]["per_factor_rms"][1] == 0.0
+    assert cov["variation"]["per_factor_rms"][0] > 0.0
+    # a constant manipulation covers everything and varies nowhere
+    class Constant(_ConstructedManipulation):
+        def from_bottleneck(self, s):
+            return torch.ones_like(s)[:, :, None, None] * self.pattern
+    cov = manipulation_coverage(Constant(), w, factors=factors, factor_sizes=sizes)
+    assert cov["fraction_covered"] == 1.0
+    assert cov["variation"]["mean_pairwise_rms"] == 0.0 and cov["variation"]["rms_about_mean"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_render_bias_init_breaks_homogeneity():
+    torch.manual_seed(0)
+    zeros = ManipulationNet(2, (1, 16, 16))
+    torch.manual_seed(0)
+    uniform = ManipulationNet(2, (1, 16, 16), render_bias_init="uniform")
+    s = torch.tensor([[0.5], [1.0]])
+    # zero biases + ReLU: render(2s) = 2·render(s) for s > 0, and render(0) = 0
+    r = zeros.render(s)
+    assert torch.allclose(r[1], 2 * r[0], atol=1e-5)
+    assert torch.count_nonzero(zeros.render(torch.zeros(1, 1))) == 0
+    r = uniform.render(s)
+    assert not torch.allclose(r[1], 2 * r[0], atol=1e-3)
+    assert torch.count_nonzero(uniform.render(torch.zeros(1, 1))) > 0
+    with pytest.raises(ValueError):
+        ManipulationNet(2, (1, 16, 16), render_bias_init="ones")
+
+
+def test_coverage_varying_share():
+    from probe.perturb.manipulation import manipulation_coverage
+
+    factors = np.array([[i, j] for i in range(5) for j in range(3)])
+    w = normalised_factors(factors, [5, 3])
+
+    class Constant(_ConstructedManipulation):
+        def from_bottleneck(self, s):
+            return torch.ones_like(s)[:, :, None, None] * self.pattern
+
+    class Odd(_ConstructedManipulation):  # m = w_0 · pattern: mean 0 over the symmetric grid, all of it varies
+        def from_bottleneck(self, s):
+            return s[:, :, None, None] * self.pattern
+
+    assert manipulation_coverage(Constant(), w)["variation"]["varying_share"] == pytest.approx(0.0, abs=1e-9)
+    assert manipulation_coverage(Odd(), w)["variation"]["varying_share"] == pytest.approx(1.0, abs=1e-6)

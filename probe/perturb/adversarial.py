@@ -38,7 +38,7 @@ import torch
 from torch.nn import functional as F
 
 from probe.errors import UserError
-from probe.perturb.manipulation import ManipulationNet, manipulate, normalised_factors
+from probe.perturb.manipulation import ManipulationNet, manipulate, manipulation_coverage, normalised_factors
 from probe.provenance import atomic_path, code_version, digest_json, environment, sha256_file, write_json_atomic
 
 DEFAULT_EPSILON = {"dsprites": 0.1, "shapes3d": 0.175}  # §5.2: "0.1 for dSprites and 0.175 for Shapes3D"
@@ -57,6 +57,9 @@ DEFAULT_MANIPULATION_CONFIG = {
     "epsilon_by_dataset": dict(DEFAULT_EPSILON),
     "input_hidden": [],               # ReLU layers before the one-neuron bottleneck (paper: none)
     "bottleneck_activation": "none",  # "none" | "tanh"
+    "render_bias_init": "zeros",      # "zeros" (disentanglement_lib's decoder) | "uniform" (PyTorch default; not homogeneous in s)
+    "bottleneck_embedding": "linear", # "linear": the renderer sees s (paper) | "circle": (cos πs, sin πs)
+    "coverage_threshold": 0.05,       # ‖m(w)‖∞ below this counts as "unmodified" in done.json's coverage
     "seed": 0,
     "checkpoint_every": 500,
     "log_every": 50,
@@ -95,6 +98,14 @@ def resolve_manipulation_config(config: dict | None, dataset: str | None) -> dic
     for key in ("steps", "batch_size", "z_samples", "decoder_batches_per_step", "checkpoint_every", "log_every", "eval_images"):
         if cfg[key] < 1:
             raise UserError(f"{key} must be at least 1, got {cfg[key]}")
+    if cfg["bottleneck_embedding"] not in ("linear", "circle", "odd"):
+        raise UserError(f"bottleneck_embedding must be 'linear', 'circle' or 'odd', got {cfg['bottleneck_embedding']!r}")
+    if cfg["render_bias_init"] not in ("zeros", "input", "uniform"):
+        raise UserError(f"render_bias_init must be 'zeros', 'input' or 'uniform', got {cfg['render_bias_init']!r}")
+    try:
+        cfg["coverage_threshold"] = float(cfg["coverage_threshold"])
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"bad manipulation setting coverage_threshold: {exc}") from None
     if cfg["bottleneck_activation"] not in ("none", "tanh"):
         raise UserError(f"bottleneck_activation must be 'none' or 'tanh', got {cfg['bottleneck_activation']!r}")
     return cfg
@@ -261,7 +272,8 @@ class _Trainer:
         c = (store.image_shape[2], store.image_shape[0], store.image_shape[1])
         with torch.random.fork_rng(devices=[]):  # ψ's initialisation is seeded without touching the caller's RNG
             torch.manual_seed(cfg["seed"])
-            self.net = ManipulationNet(store.num_factors, c, cfg["input_hidden"], cfg["bottleneck_activation"]).to(device)
+            self.net = ManipulationNet(store.num_factors, c, cfg["input_hidden"], cfg["bottleneck_activation"],
+                                       cfg["render_bias_init"], cfg["bottleneck_embedding"]).to(device)
         adam = dict(lr=cfg["lr"], betas=(cfg["adam_beta1"], cfg["adam_beta2"]), eps=cfg["adam_eps"])
         self.opt_m = torch.optim.Adam(self.net.parameters(), **{**adam, "lr": cfg["manipulation_lr"]})
         self.opt_dec = torch.optim.Adam([p for d in self.ent.decoders + self.dis.decoders for p in d.parameters()], **adam)
@@ -280,7 +292,8 @@ class _Trainer:
                 "opt_m": self.opt_m.state_dict(), "opt_dec": self.opt_dec.state_dict(),
                 "generator": self.generator.get_state(), "epsilon": self.cfg["epsilon"],
                 "net": {"num_factors": self.store.num_factors, "image_shape": [self.store.image_shape[2], *self.store.image_shape[:2]],
-                        "input_hidden": self.cfg["input_hidden"], "bottleneck_activation": self.cfg["bottleneck_activation"]}}
+                        "input_hidden": self.cfg["input_hidden"], "bottleneck_activation": self.cfg["bottleneck_activation"],
+                        "bottleneck_embedding": self.cfg["bottleneck_embedding"]}}
 
     def load(self, state: dict) -> None:
         self.step, self.elapsed = int(state["step"]), float(state["elapsed"])
@@ -402,8 +415,11 @@ class _Trainer:
         if bar is not None:
             bar.close()
         after = self.evaluate(manipulated=True)
+        self.net.eval()
+        coverage = manipulation_coverage(self.net, self.w, threshold=cfg["coverage_threshold"],
+                                         factor_sizes=self.store.factor_sizes, factors=self.store.factors, seed=cfg["seed"])
         final = {"before": before, "after": after, "epsilon": cfg["epsilon"],
-                 "entangled_cheaper_after": after["entangled"] < after["disentangled"]}
+                 "entangled_cheaper_after": after["entangled"] < after["disentangled"], "coverage": coverage}
         write_json_atomic(out / "done.json", {"steps": self.step, "wall_time_s": self.elapsed, "final": final,
                                               "checkpoint_sha256": sha256_file(ckpt)}, overwrite=False)
 
@@ -434,7 +450,8 @@ def load_manipulation(manipulation_dir, device: str = "cpu") -> tuple[Manipulati
         raise UserError(f"{ckpt} does not match the checksum in done.json; the manipulation run is corrupt")
     state = torch.load(ckpt, map_location=device, weights_only=False)
     spec = state["net"]
-    net = ManipulationNet(spec["num_factors"], tuple(spec["image_shape"]), spec["input_hidden"], spec["bottleneck_activation"])
+    net = ManipulationNet(spec["num_factors"], tuple(spec["image_shape"]), spec["input_hidden"], spec["bottleneck_activation"],
+                          bottleneck_embedding=spec.get("bottleneck_embedding", "linear"))
     net.load_state_dict(state["manipulation"])
     net.to(device).eval()
     info = {"dir": str(d), "config": record["config"], "store": record["store"], "checkpoint_sha256": digest,

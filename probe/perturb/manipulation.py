@@ -59,7 +59,8 @@ class ManipulationNet(nn.Module):
     (dense 256 → dense 1024 → 4×4×64 → transposed convs), then tanh.
     """
 
-    def __init__(self, num_factors: int, image_shape: tuple[int, int, int], input_hidden=(), bottleneck_activation: str = "none"):
+    def __init__(self, num_factors: int, image_shape: tuple[int, int, int], input_hidden=(), bottleneck_activation: str = "none",
+                 render_bias_init: str = "zeros", bottleneck_embedding: str = "linear"):
         super().__init__()
         layers: list[nn.Module] = []
         width = int(num_factors)
@@ -72,14 +73,43 @@ class ManipulationNet(nn.Module):
         elif bottleneck_activation != "none":
             raise ValueError(f"bottleneck_activation must be 'none' or 'tanh', got {bottleneck_activation!r}")
         self.to_scalar = nn.Sequential(*layers)
-        self.render = DeconvDecoder(tuple(image_shape), 1)
+        if bottleneck_embedding not in ("linear", "circle", "odd"):
+            raise ValueError(f"bottleneck_embedding must be 'linear', 'circle' or 'odd', got {bottleneck_embedding!r}")
+        # "circle": the renderer sees (cos πs, sin πs) instead of s. Its input then has norm 1 for every w, so a
+        # positively homogeneous renderer (zero biases, ReLUs) has no region where m shrinks to 0 (s ≈ 0) and no
+        # half it can switch off (s < 0); m changes along s by turning, not by scaling (docs/notes/perturb.md).
+        self.bottleneck_embedding = bottleneck_embedding
+        # "odd": m(w) = tanh(render(s) − render(−s)), an odd function of s. Both signs of s get a pattern (the
+        # renderer's s < 0 units cannot die and switch half the data set off), and over a symmetric spread of s the
+        # manipulation has no constant part: it cannot add one pattern to every image, which moves the decoders'
+        # losses but not the data's covariance.
+        self.render = DeconvDecoder(tuple(image_shape), 2 if bottleneck_embedding == "circle" else 1)
         glorot_init(self.to_scalar)
+        if render_bias_init in ("uniform", "input"):
+            # With zero biases and ReLUs the renderer is positively homogeneous in s: render(α·s) = α·render(s)
+            # for α > 0, so m(w) = tanh(|s|·A±) with one pattern per sign of s, ~0 near s = 0, and the units that
+            # carry one sign can die and leave half of the data set unmodified (docs/notes/perturb.md). PyTorch's
+            # default bias init U(±1/√fan_in) breaks the homogeneity: "input" in the renderer's first dense layer
+            # only (its ReLU kinks then sit at different s, a generic piecewise-linear function of s), "uniform" in
+            # every layer.
+            layers = [self.render.dense[0]] if render_bias_init == "input" else [
+                m for m in self.render.modules() if isinstance(m, (nn.Linear, nn.ConvTranspose2d))]
+            for module in layers:
+                fan_in, _ = nn.init._calculate_fan_in_and_fan_out(module.weight)
+                bound = 1.0 / float(fan_in) ** 0.5
+                nn.init.uniform_(module.bias, -bound, bound)
+        elif render_bias_init != "zeros":
+            raise ValueError(f"render_bias_init must be 'zeros', 'input' or 'uniform', got {render_bias_init!r}")
 
     def bottleneck(self, w: torch.Tensor) -> torch.Tensor:
         """The scalar s(w) [B, 1] that m depends on."""
         return self.to_scalar(w)
 
     def from_bottleneck(self, s: torch.Tensor) -> torch.Tensor:
+        if self.bottleneck_embedding == "circle":
+            s = torch.cat([torch.cos(torch.pi * s), torch.sin(torch.pi * s)], dim=1)
+        elif self.bottleneck_embedding == "odd":
+            return torch.tanh(self.render(s) - self.render(-s))
         return torch.tanh(self.render(s))
 
     def forward(self, w: torch.Tensor) -> torch.Tensor:
@@ -89,3 +119,81 @@ class ManipulationNet(nn.Module):
 def manipulate(x: torch.Tensor, m: torch.Tensor, epsilon: float) -> torch.Tensor:
     """x' = fold(x + ε·m) for images x in [0, 1] (any layout, same shape as m)."""
     return fold(x + epsilon * m)
+
+
+@torch.no_grad()
+def manipulation_coverage(net: "ManipulationNet", w: torch.Tensor, *, threshold: float = 0.05,
+                          factor_sizes=None, factors=None, batch: int = 512, pairs: int = 4096, seed: int = 0) -> dict:
+    """How much of the data set m(w) touches, and how much it varies over the factor space.
+
+    ``w``: normalised factors [N, K] of the images to measure (all of a store's images, or a sample).
+    * ``fraction_small``: fraction of images whose manipulation is (almost) nothing, ‖m(w)‖∞ < ``threshold``
+      (the modified image is within ε·threshold of the original everywhere); ``fraction_covered`` = 1 − that.
+    * ``linf_quantiles``: quantiles of ‖m(w)‖∞ over the images.
+    * ``variation``: ``rms_mean`` is the RMS of the mean manipulation (the part every image gets alike);
+      ``rms_about_mean`` the RMS of m − mean (what varies with w); ``varying_share`` = rms_about_mean² /
+      (rms_mean² + rms_about_mean²), the share of m's energy that changes with w; ``mean_pairwise_rms`` the RMS difference
+      between the manipulations of ``pairs`` random image pairs (0 = the same pattern everywhere). With
+      ``factors`` (class indices [N, K]) and ``factor_sizes``, ``per_factor_rms`` is, per factor, the RMS change
+      of m between two images that differ in that factor alone (by one class step): which factors m follows.
+    * ``bottleneck_quantiles``: quantiles of the scalar s(w).
+    """
+    n = w.shape[0]
+    linf = torch.empty(n)
+    s_all = torch.empty(n)
+    total = None
+    total_sq = 0.0
+    for start in range(0, n, batch):
+        wb = w[start:start + batch]
+        s = net.bottleneck(wb)
+        m = net.from_bottleneck(s).flatten(1).float().cpu()
+        linf[start:start + batch] = m.abs().amax(1)
+        s_all[start:start + batch] = s[:, 0].float().cpu()
+        total = m.sum(0) if total is None else total + m.sum(0)
+        total_sq += float((m ** 2).sum())
+    mean = total / n
+    num_pixels = mean.numel()
+    rms_mean = float(mean.pow(2).mean().sqrt())
+    rms_about_mean = float(max(total_sq / (n * num_pixels) - rms_mean ** 2, 0.0) ** 0.5)
+    rng = np.random.RandomState(seed)
+    a = torch.from_numpy(rng.randint(0, n, pairs))
+    b = torch.from_numpy(rng.randint(0, n, pairs))
+    diffs = []
+    for start in range(0, pairs, batch):
+        ma = net(w[a[start:start + batch]]).flatten(1).float().cpu()
+        mb = net(w[b[start:start + batch]]).flatten(1).float().cpu()
+        diffs.append((ma - mb).pow(2).mean(1))
+    mean_pairwise_rms = float(torch.cat(diffs).mean().sqrt())
+    qs = (0.05, 0.25, 0.5, 0.75, 0.95)
+    out = {
+        "threshold": float(threshold), "num_images": int(n),
+        "fraction_small": float((linf < threshold).float().mean()),
+        "fraction_covered": float((linf >= threshold).float().mean()),
+        "linf_quantiles": {f"p{int(q * 100):02d}": float(torch.quantile(linf, q)) for q in qs},
+        "bottleneck_quantiles": {f"p{int(q * 100):02d}": float(torch.quantile(s_all, q)) for q in qs},
+        "variation": {"rms_mean": rms_mean, "rms_about_mean": rms_about_mean, "mean_pairwise_rms": mean_pairwise_rms,
+                      # share of m's energy that changes with w; a constant pattern (share 0) adds the same image to
+                      # every image and cannot change the data's covariance, whatever it does to the decoders' losses
+                      "varying_share": (rms_about_mean ** 2 / (rms_mean ** 2 + rms_about_mean ** 2)
+                                        if rms_mean + rms_about_mean > 0 else 0.0)},
+    }
+    if factors is not None and factor_sizes is not None:
+        f = torch.as_tensor(np.asarray(factors), dtype=torch.long)
+        sizes = list(factor_sizes)
+        per_factor = {}
+        sample = torch.from_numpy(rng.randint(0, f.shape[0], min(pairs, f.shape[0])))
+        for k, size in enumerate(sizes):
+            if size < 2:
+                continue
+            base = f[sample].clone()
+            base[:, k] = torch.clamp(base[:, k], max=size - 2)
+            step = base.clone()
+            step[:, k] += 1
+            sq = []
+            for start in range(0, base.shape[0], batch):
+                m0 = net(normalised_factors(base[start:start + batch], sizes).to(w.device)).flatten(1).float().cpu()
+                m1 = net(normalised_factors(step[start:start + batch], sizes).to(w.device)).flatten(1).float().cpu()
+                sq.append((m1 - m0).pow(2).mean(1))
+            per_factor[k] = float(torch.cat(sq).mean().sqrt())
+        out["variation"]["per_factor_rms"] = per_factor
+    return out

@@ -140,6 +140,9 @@ def format_plan(plan: Plan) -> str:
         deps = f"  <- {', '.join(stage.inputs)}" if stage.inputs else ""
         lines.append(f"  {i:>2}. {stage.name:<12} {len(jobs):>4} job(s){extra}{deps}")
     lines.append(f"  total: {total_jobs} jobs, {int(total_steps):,} training steps")
+    expected = plan.config.get("pipeline", {}).get("expected_wall")
+    if expected:
+        lines.append(f"  expected wall time: {expected}")
     lines += ["", "config (override with --set KEY=VALUE):"]
     for key, value in flatten({k: v for k, v in plan.config.items()}).items():
         lines.append(f"  {key} = {value!r}")

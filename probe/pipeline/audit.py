@@ -126,7 +126,8 @@ def plugin_settings(config: dict, reference: dict) -> dict:
     pc = config["plugin"]
     return {"model_config": dict(pc.get("model_config") or {}), "dataset": config["pipeline"]["dataset"],
             "train": {**reference["retrain"]["train"], **(pc.get("train") or {})},
-            "seeds": int(pc["seeds"]) or int(reference["retrain"]["seeds"]), "variants": list(pc["variants"])}
+            "seeds": int(pc["seeds"]) or int(reference["retrain"]["seeds"]), "variants": list(pc["variants"]),
+            "first_seed": int(reference["retrain"].get("first_seed", 0))}
 
 
 def validate_audit(config: dict) -> None:
@@ -183,14 +184,14 @@ def audit_stages(config: dict, meta: dict | None = None) -> list[Stage]:
 
     check_config = {"plugin": plugin, "model_config": ps["model_config"], "dataset": ps["dataset"],
                     "train": ps["train"], "batch": int(config["plugin"]["check_batch"])}
-    train_config = {"plugin": plugin, **{k: ps[k] for k in ("model_config", "dataset", "train", "seeds", "variants")}}
+    train_config = {"plugin": plugin, **{k: ps[k] for k in ("model_config", "dataset", "train", "seeds", "variants", "first_seed")}}
 
     def train_jobs(c):
         return [Job(run_key(slug, v, s), "probe.pipeline.audit:job_plugin_train", {
             "label": label, "model": model_label, "variant": v, "seed": s,
             "run_config": {"model": label, "model_config": dict(c["model_config"]), "dataset": c["dataset"],
                            "seed": s, "train": dict(c["train"])}}, work=c["train"]["steps"])
-            for v in c["variants"] for s in range(c["seeds"])]
+            for v in c["variants"] for s in range(c["first_seed"], c["first_seed"] + c["seeds"])]
 
     audit_config = {"plugin": plugin, "metric": config["verdict"]["metric"], "seed": int(config["verdict"]["seed"])}
     about = {"reference_pipeline": ref_name, "reference_models": reference_models, "reference_source": source,

@@ -99,7 +99,13 @@ def job_manipulate(ctx: JobContext, *, config: dict, figure4: bool) -> dict:
     out = train_manipulation(store_path, select["entangled"], select["disentangled"], ctx.job_dir / "manipulation",
                              config, resume=True, progress=False, device=ctx.device)
     png = make_figure4(store_path, out, ctx.job_dir / "figure4.png") if figure4 else None
-    return {"dir": str(out), "losses": str(Path(out) / "losses.jsonl"), "figure4": str(png) if png else None}
+    from probe.perturb import load_manipulation
+
+    final = load_manipulation(out)[1].get("final") or {}
+    return {"dir": str(out), "losses": str(Path(out) / "losses.jsonl"), "figure4": str(png) if png else None,
+            "coverage": final.get("coverage"),
+            "dis_minus_ent": {"before": (final.get("before") or {}).get("dis_minus_ent"),
+                              "after": (final.get("after") or {}).get("dis_minus_ent")}}
 
 
 def job_apply(ctx: JobContext, *, epsilon: float | None = None) -> dict:
@@ -259,6 +265,20 @@ def _run_config(model: str, dataset: str, seed: int, train: dict, model_config: 
             "train": dict(train)}
 
 
+def retrain_seeds(retrain: dict) -> range:
+    """The retrained runs' seeds: ``retrain.seeds`` of them from ``retrain.first_seed``. The modify pipelines start
+    them at 100, past every restart seed: with equal seeds and settings a retrained orig run would repeat a restart,
+    so the orig sample would contain the very runs the selection picked as most entangled and most disentangled."""
+    first = int(retrain.get("first_seed", 0))
+    return range(first, first + int(retrain["seeds"]))
+
+
+def model_train(retrain: dict, model: str) -> dict:
+    """The retrain stage's train settings for ``model``: ``retrain.train`` with ``retrain.model_train[model]`` on top
+    (a preset trains each model as long as it needs, e.g. the AE shorter than the β-VAE)."""
+    return {**retrain["train"], **((retrain.get("model_train") or {}).get(model) or {})}
+
+
 def primary_hyperparameter(config: dict, model: str) -> str | None:
     return (config.get("hyperparameters") or {}).get(model) or None
 
@@ -293,9 +313,9 @@ def modify_stages(config: dict, meta: dict | None = None) -> list[Stage]:
 
     def retrain_jobs(c):
         return [Job(run_key(m, v, s), "probe.pipeline.stages:job_train", {
-            "run_config": _run_config(m, dataset, s, c["train"], c["model_config"]), "variant": v, "model": m,
-            "seed": s, "hyperparameter": primary_hyperparameter(config, m)}, work=c["train"]["steps"])
-            for m in c["models"] for v in c["variants"] for s in range(c["seeds"])]
+            "run_config": _run_config(m, dataset, s, model_train(c, m), c["model_config"]), "variant": v, "model": m,
+            "seed": s, "hyperparameter": primary_hyperparameter(config, m)}, work=model_train(c, m)["steps"])
+            for m in c["models"] for v in c["variants"] for s in retrain_seeds(c)]
 
     def robustness_jobs(c):
         if not c["enabled"]:
@@ -305,7 +325,8 @@ def modify_stages(config: dict, meta: dict | None = None) -> list[Stage]:
         return [Job(run_key(m, v, s, x), "probe.pipeline.stages:job_train", {
             "run_config": _run_config(m, dataset, s, train, rt["model_config"]), "variant": v, "model": m, "seed": s,
             "hyperparameter": primary_hyperparameter(config, m), "scale": float(x), "evaluate": eval_settings},
-            work=train["steps"] + 1) for m in models for x in c["scales"] for v in c["variants"] for s in range(c["seeds"])]
+            work=train["steps"] + 1) for m in models for x in c["scales"] for v in c["variants"]
+            for s in range(int(rt.get("first_seed", 0)), int(rt.get("first_seed", 0)) + c["seeds"])]
 
     stages = [
         Stage("store", {**st, "dataset": dataset}, [], store_jobs, _single("store")),
@@ -349,6 +370,9 @@ def validate_modify(config: dict) -> None:
     if st["source"] == "official":
         check_official_file(dataset, st.get("file") or None)
     rt, rs, rb = config["retrain"], config["restarts"], config["robustness"]
+    first_seed = rt.get("first_seed", 0)
+    if isinstance(first_seed, bool) or not isinstance(first_seed, int) or first_seed < 0:
+        raise UserError(f"retrain.first_seed must be a non-negative integer, got {first_seed!r}")
     for key, value in (("restarts.count", rs["count"]), ("retrain.seeds", rt["seeds"]), ("robustness.seeds", rb["seeds"])):
         if isinstance(value, bool) or not isinstance(value, int) or value < (1 if key != "robustness.seeds" else 0):
             raise UserError(f"{key} must be a positive integer, got {value!r}")
@@ -361,7 +385,8 @@ def validate_modify(config: dict) -> None:
         raise UserError("retrain.models is empty")
     # per-model settings of models not in retrain.models are ignored (a preset may narrow the list),
     # but they must name real models with real hyperparameters
-    checks = [(m, rt["model_config"].get(m, {}), rt["train"]) for m in dict.fromkeys([*rt["models"], *rt["model_config"]])]
+    checks = [(m, rt["model_config"].get(m, {}), model_train(rt, m))
+              for m in dict.fromkeys([*rt["models"], *rt["model_config"], *(rt.get("model_train") or {})])]
     checks.append((rs["model"], rs["model_config"], rs["train"]))
     if rb["enabled"]:
         checks += [(m, rt["model_config"].get(m, {}), rb["train"] or rt["train"]) for m in rb["models"]]
