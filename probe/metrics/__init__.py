@@ -4,6 +4,7 @@
 metric returns a dict of floats. See docs/notes/metrics.md for which reference each one follows.
 """
 
+from probe.metrics.alignment import code_alignment
 from probe.metrics.dci import dci
 from probe.metrics.evaluate import (DEFAULT_METRICS, DEFAULT_SETTINGS, FAST_METRICS, SMALL_SETTINGS, evaluate_encoder,
                                     evaluate_run)
@@ -21,5 +22,5 @@ __all__ = [
     "mig", "dci", "sap", "factor_vae_score", "beta_vae_score", "modularity_explicitness", "infomec", "gaussian_tc",
     "active_units", "mcc", "reconstruction", "normalized_mutual_info", "histogram_discretize", "discrete_mutual_info",
     "discrete_entropy", "ksg_mutual_info", "CodeCache", "draw_factors", "draw_train_test", "evaluate_encoder",
-    "evaluate_run", "DEFAULT_METRICS", "FAST_METRICS", "DEFAULT_SETTINGS", "SMALL_SETTINGS",
+    "evaluate_run", "code_alignment", "DEFAULT_METRICS", "FAST_METRICS", "DEFAULT_SETTINGS", "SMALL_SETTINGS",
 ]

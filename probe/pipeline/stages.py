@@ -79,6 +79,7 @@ def job_train(ctx: JobContext, *, run_config: dict, variant: str, model: str, se
         result["scale"] = float(scale)
     if evaluate is not None:
         result["metrics"] = _evaluate(run_dir, store_path, evaluate)
+        result.update(_alignment(ctx.inputs, run_dir, store_path, evaluate))
     return result
 
 
@@ -137,7 +138,8 @@ def job_noise(ctx: JobContext, *, epsilon: float, seed: int) -> dict:
 def job_evaluate(ctx: JobContext, *, run: str, settings: dict) -> dict:
     entry = _job_result(ctx.inputs["retrain"], run)
     store_path = _variant_store(ctx.inputs, entry["variant"])
-    return {"run": run, "metrics": _evaluate(entry["run_dir"], store_path, settings)}
+    return {"run": run, "metrics": _evaluate(entry["run_dir"], store_path, settings),
+            **_alignment(ctx.inputs, entry["run_dir"], store_path, settings)}
 
 
 def job_linear_pca(ctx: JobContext, *, config: dict) -> dict:
@@ -157,14 +159,16 @@ def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
     chosen.update({r: "disentangled" for r in inputs["select"]["disentangled"]})
     restarts = [{"run_dir": r["run_dir"], "seed": r["seed"], "mig": mig.get(r["run_dir"]), "selected": chosen.get(r["run_dir"])}
                 for r in sorted(inputs["restarts"]["jobs"].values(), key=lambda r: r["seed"])]
-    metrics = {e["run"]: e["metrics"]["metrics"] for e in inputs["evaluate"]["jobs"].values()}
+    evaluated = {e["run"]: e for e in inputs["evaluate"]["jobs"].values()}
+    metrics = {k: e["metrics"]["metrics"] for k, e in evaluated.items()}
     runs = []
     for key, r in sorted(inputs["retrain"]["jobs"].items()):
-        runs.append({k: r[k] for k in ("model", "variant", "seed", "run_dir", "hyperparameter", "curve")} | {"metrics": metrics[key]})
+        runs.append({k: r[k] for k in ("model", "variant", "seed", "run_dir", "hyperparameter", "curve")}
+                    | {"metrics": metrics[key]} | _alignment_entry(evaluated[key]))
     robustness = []
     for _key, r in sorted(inputs["robustness"]["jobs"].items()):
         robustness.append({k: r[k] for k in ("model", "variant", "seed", "run_dir", "hyperparameter", "curve", "scale")}
-                          | {"metrics": r["metrics"]["metrics"]})
+                          | {"metrics": r["metrics"]["metrics"]} | _alignment_entry(r))
     lp = inputs["linear-pca"]["jobs"]
     store = inputs["store"]["jobs"]["store"]
     report_inputs = {
@@ -191,6 +195,14 @@ def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
 
 
 # -- helpers ------------------------------------------------------------------------------------------
+
+def _alignment_entry(result: dict) -> dict:
+    """The report_inputs ``alignment`` of one run (None when it was not computed), with its error if any."""
+    entry = {"alignment": result.get("alignment")}
+    if result.get("alignment_error"):
+        entry["alignment_error"] = result["alignment_error"]
+    return entry
+
 
 def _module_exists(name: str) -> bool:
     import importlib.util
@@ -233,6 +245,80 @@ def _evaluate(run_dir, store_path, settings: dict) -> dict:
     result = evaluate_run(str(run_dir), str(store_path), metrics=settings.get("metrics") or None,
                           seed=int(settings.get("seed", 0)), **(settings.get("sample_sizes") or {}))
     return json.loads(json.dumps(result, default=_jsonable))
+
+
+ALIGNMENT_SAMPLES = 5000          # factor points encoded by the run and by each selected restart
+_RESTART_CODES: dict = {}          # (restart run dir, orig store, sample seed, n, device) -> (codes, active mask)
+
+
+def _alignment(inputs: dict, run_dir, store_path, settings: dict) -> dict:
+    """``{"alignment": ...}`` for a retrained run: ``probe.metrics.code_alignment`` of its posterior-mean
+    codes to each selected entangled and disentangled restart (averaged over the members of a
+    k-ensemble, each recorded). ``{}`` when the stage has no select input (nothing to compare with);
+    ``{"alignment": None, "alignment_error": reason}`` when it fails: it never fails the evaluation.
+
+    The same factor points for both sides: ``ALIGNMENT_SAMPLES`` grid points drawn without replacement
+    with ``RandomState(evaluate seed)``; the run encodes them from the store it was trained on, each
+    restart from the original store (its training data); its active units (mean posterior variance
+    below ``active_threshold`` over the sample) select the reference latents."""
+    if "select" not in inputs or "store" not in inputs:
+        return {}
+    try:
+        return {"alignment": _alignment_of(inputs["select"], run_dir, store_path, inputs["store"]["path"], settings)}
+    except Exception as exc:  # noqa: BLE001 - a diagnostic; recorded, never fatal
+        return {"alignment": None, "alignment_error": f"{type(exc).__name__}: {exc}"}
+
+
+def _alignment_of(select: dict, run_dir, store_path, orig_path, settings: dict) -> dict:
+    import numpy as np
+
+    from probe.data import open_store
+    from probe.metrics import code_alignment
+    from probe.metrics.evaluate import model_functions, resolve_settings
+    from probe.train import load_run
+
+    s = resolve_settings(settings.get("sample_sizes") or {})
+    device, seed, threshold = s["device"] or "cpu", int(settings.get("seed", 0)), float(s["active_threshold"])
+    orig, run_store = open_store(orig_path), open_store(store_path)
+    if list(orig.factor_sizes) != list(run_store.factor_sizes):
+        raise UserError(f"store {store_path} has factor sizes {list(run_store.factor_sizes)}, the original store "
+                        f"{list(orig.factor_sizes)}: no shared factor points")
+    n = min(ALIGNMENT_SAMPLES, orig.num_images)
+    orig_idx = np.sort(np.random.RandomState(seed).choice(orig.num_images, size=n, replace=False))
+    run_idx = np.asarray(run_store.index_of(np.asarray(orig.factors[orig_idx])), dtype=np.int64)
+
+    def encode(path, store, idx):
+        model, _ = load_run(path, device=device)
+        encode_fn, _, _ = model_functions(model, device, s["encode_batch_size"])
+        order = np.argsort(idx, kind="stable")         # read in index order, return in sample order
+        out = encode_fn(store.read(idx[order]))
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(order.size)
+        return {k: np.asarray(v)[inverse] for k, v in out.items()}
+
+    codes = encode(run_dir, run_store, run_idx)["codes"]
+    codes = codes.reshape(codes.shape[0], -1).astype(np.float64)
+    result = {}
+    for group in ("entangled", "disentangled"):
+        members = []
+        for restart in select[group]:
+            key = (str(restart), str(orig_path), seed, n, device)
+            if key not in _RESTART_CODES:
+                ref = encode(restart, orig, orig_idx)
+                active = ref["variance"].mean(axis=0) < threshold if "variance" in ref else None
+                if len(_RESTART_CODES) > 16:
+                    _RESTART_CODES.clear()
+                _RESTART_CODES[key] = (ref["codes"].reshape(n, -1).astype(np.float64), active)
+            ref_codes, active = _RESTART_CODES[key]
+            members.append({"run_dir": str(restart), **code_alignment(codes, ref_codes, reference_active=active)})
+        result[group] = {name: _mean_or_none([m[name] for m in members]) for name in ("best_match_corr", "linear_r2")}
+        result[group].update({"members": members, "num_samples": int(n), "seed": seed})
+    return result
+
+
+def _mean_or_none(values: list):
+    values = [float(v) for v in values if v is not None]
+    return sum(values) / len(values) if values else None
 
 
 def _jsonable(obj):
@@ -340,10 +426,10 @@ def modify_stages(config: dict, meta: dict | None = None) -> list[Stage]:
         Stage("noise", config["noise"], ["store"],
               lambda c: [Job("noise", "probe.pipeline.stages:job_noise", dict(c))], _single("noise")),
         Stage("retrain", rt, ["store", "apply", "noise"], retrain_jobs),
-        Stage("evaluate", eval_settings, ["retrain", "store", "apply", "noise"],
+        Stage("evaluate", eval_settings, ["retrain", "store", "select", "apply", "noise"],
               lambda c: [Job(k.key, "probe.pipeline.stages:job_evaluate", {"run": k.key, "settings": c})
                          for k in retrain_jobs(rt)]),
-        Stage("robustness", {**rb, "evaluate": eval_settings}, ["store", "apply", "noise"], robustness_jobs),
+        Stage("robustness", {**rb, "evaluate": eval_settings}, ["store", "select", "apply", "noise"], robustness_jobs),
         Stage("linear-pca", lp, ["store"],
               lambda c: [Job("linear-pca", "probe.pipeline.stages:job_linear_pca", {"config": c["config"]})] if c["enabled"] else []),
         Stage("report", {"make_report": config["report"]["make_report"]},

@@ -1,0 +1,106 @@
+"""code_alignment on constructed codes: identical → 1 and 1; a 45° rotation of two independent latents
+→ best match 1/√2 exactly (exactly decorrelated construction) and R² 1; permutation, sign flips and
+scaling → 1 and 1; independent codes → near 0; constant columns → no NaN."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from probe.errors import UserError
+from probe.metrics import code_alignment
+
+
+def _white(n, d, seed=0):
+    """[n, d] codes with sample mean exactly 0 and sample covariance exactly I (population normalisation)."""
+    z = np.random.RandomState(seed).randn(n, d)
+    z -= z.mean(axis=0)
+    cov = z.T @ z / n
+    return z @ np.linalg.inv(np.linalg.cholesky(cov)).T
+
+
+def _finite(result):
+    for key in ("best_match_corr", "linear_r2"):
+        assert result[key] is not None and math.isfinite(result[key])
+    assert all(math.isfinite(v) for v in result["best_match_per_latent"] + result["linear_r2_per_latent"])
+
+
+def test_identical_codes_score_one():
+    z = np.random.RandomState(1).randn(1000, 5)
+    out = code_alignment(z, z)
+    assert out["best_match_corr"] == pytest.approx(1.0, abs=1e-12)
+    assert out["linear_r2"] == pytest.approx(1.0, abs=1e-12)
+    assert out["best_match_index"] == [0, 1, 2, 3, 4]
+    assert out["reference_latents"] == [0, 1, 2, 3, 4] and out["note"] is None
+
+
+@pytest.mark.parametrize("theta", [math.pi / 4, math.pi / 6, -math.pi / 3])
+def test_rotation_best_match_is_max_abs_cos_sin_and_r2_is_one(theta):
+    z = _white(2000, 2)
+    rot = np.array([[math.cos(theta), -math.sin(theta)], [math.sin(theta), math.cos(theta)]])
+    out = code_alignment(z @ rot.T, z)
+    expected = max(abs(math.cos(theta)), abs(math.sin(theta)))
+    assert out["best_match_corr"] == pytest.approx(expected, abs=1e-9)
+    np.testing.assert_allclose(out["best_match_per_latent"], [expected, expected], atol=1e-9)
+    assert out["linear_r2"] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_rotation_45_degrees_with_sampling_only():
+    z = np.random.RandomState(3).randn(200_000, 2)
+    c = 1 / math.sqrt(2)
+    out = code_alignment(z @ np.array([[c, -c], [c, c]]).T, z)
+    assert out["best_match_corr"] == pytest.approx(1 / math.sqrt(2), abs=0.005)
+    assert out["linear_r2"] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_permutation_sign_flip_and_scaling_score_one():
+    z = np.random.RandomState(4).randn(3000, 4)
+    codes = z[:, [2, 0, 3, 1]] * np.array([-3.0, 0.5, 7.0, -0.01]) + np.array([1.0, -2.0, 0.0, 5.0])
+    out = code_alignment(codes, z)
+    assert out["best_match_corr"] == pytest.approx(1.0, abs=1e-12)
+    assert out["linear_r2"] == pytest.approx(1.0, abs=1e-12)
+    assert out["best_match_index"] == [1, 3, 0, 2]
+
+
+def test_independent_codes_score_near_zero():
+    rng = np.random.RandomState(5)
+    n, d = 5000, 10
+    out = code_alignment(rng.randn(n, d), rng.randn(n, d))
+    assert out["best_match_corr"] < 0.05                 # max of 10 |corr| each ~ N(0, 1/n)
+    assert out["linear_r2"] < 5 * d / n                   # in-sample R² ≈ d/n
+
+
+def test_constant_columns_give_no_nan():
+    rng = np.random.RandomState(6)
+    z = rng.randn(500, 3)
+    codes = np.concatenate([z, np.full((500, 1), 2.5)], axis=1)    # a collapsed run latent
+    ref = np.concatenate([np.zeros((500, 1)), z], axis=1)         # a constant reference latent
+    out = code_alignment(codes, ref)
+    _finite(out)
+    assert out["reference_latents"] == [1, 2, 3]
+    assert out["best_match_corr"] == pytest.approx(1.0, abs=1e-12)
+    assert out["linear_r2"] == pytest.approx(1.0, abs=1e-12)
+    # an all-constant run: correlation 0, R² 0, no NaN
+    out = code_alignment(np.ones((500, 2)), z)
+    _finite(out)
+    assert out["best_match_corr"] == 0.0 and out["linear_r2"] == 0.0 and out["best_match_index"] == [-1, -1, -1]
+    # an all-constant reference: nothing to compare, stated
+    out = code_alignment(z, np.ones((500, 2)))
+    assert out["best_match_corr"] is None and out["linear_r2"] is None and "no non-constant" in out["note"]
+
+
+def test_reference_active_mask_and_fallback():
+    rng = np.random.RandomState(7)
+    z = rng.randn(1000, 3)
+    codes = z[:, :1]                                   # reproduces reference latent 0 only
+    out = code_alignment(codes, z, reference_active=[True, False, False])
+    assert out["reference_latents"] == [0] and out["best_match_corr"] == pytest.approx(1.0, abs=1e-12)
+    out = code_alignment(codes, z, reference_active=[False, False, False])
+    assert out["reference_latents"] == [0, 1, 2] and "using all 3 non-constant" in out["note"]
+    assert out["best_match_corr"] < 0.5
+    with pytest.raises(UserError):
+        code_alignment(codes, z, reference_active=[True])
+    with pytest.raises(UserError):
+        code_alignment(codes[:10], z)
