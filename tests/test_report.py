@@ -449,3 +449,13 @@ def test_report_without_alignment_coverage_or_mig(tmp_path):
     assert "figures/table1_dsprites.png" in md and "Zietlow et al. 2021 (mean" not in md
     assert "300k" not in md  # no paper markers for a metric Table 1 does not report
     assert "alignment" not in json.loads(out["summary"].read_text())
+
+
+def test_coverage_line_prints_what_exists():
+    from probe.report.build import _coverage_line
+
+    assert _coverage_line({"threshold": 0.05, "fraction_small": 0.9}) == \
+        "m(w) is non-zero (|m|∞ ≥ 0.05) on 10.0 % of the images."
+    line = _coverage_line({"linf_quantiles": {"p50": 0.2}, "variation": {"rms_mean": None, "mean_pairwise_rms": 0.5}})
+    assert line == "median |m|∞ 0.200; variation across the factor space: mean pairwise rms 0.5."
+    assert "no known keys" in _coverage_line({"something_else": 1})
