@@ -355,3 +355,107 @@ def test_report_flags_a_model_that_did_not_train(tmp_path, make_toy_store):
     assert labels["beta-vae"] == "did not train"  # not "relies on local structure", as without the guard
     assert labels["pcl"] != "did not train"
     assert "did not train" in out["markdown"].read_text()
+
+
+# -- tidy CSV, numeric summary, Table 1 figure, alignment, manipulation coverage ----------------------
+
+
+def _add_alignment_and_coverage(workdir) -> dict:
+    """Constructed alignment numbers: beta-vae's mod runs sit near the entangled restart, PCL's do not."""
+    path = workdir / "report_inputs.json"
+    inputs = json.loads(path.read_text())
+    for r in inputs["runs"]:
+        towards_ent = r["model"] == "beta-vae" and r["variant"] == "mod"
+        ent, dis = (0.9, 0.4) if towards_ent else (0.5, 0.8)
+        r["alignment"] = {"entangled": {"best_match_corr": ent + 0.01 * r["seed"], "linear_r2": 0.7, "members": ["x"]},
+                          "disentangled": {"best_match_corr": dis, "linear_r2": 0.6, "members": ["y"]}}
+    inputs["runs"][-1]["alignment"] = None  # older runs may lack it
+    inputs["manipulation"]["coverage"] = {
+        "threshold": 0.05, "fraction_small": 0.25, "fraction_covered": 0.75, "num_images": 737280,
+        "linf_quantiles": {"p05": 0.01, "p50": 0.08, "p95": 0.1},
+        "variation": {"mean_pairwise_rms": 0.031, "rms_mean": 0.02}}
+    path.write_text(json.dumps(inputs))
+    return inputs
+
+
+def test_runs_csv_summary_numbers_table1_alignment_coverage(tmp_path):
+    import csv
+
+    from probe.report.inputs import METRICS, TIDY_COLUMNS
+    from probe.report.paper import TABLE1_MIG
+
+    workdir = tmp_path / "wd"
+    write_fake_workdir(workdir)
+    inputs = _add_alignment_and_coverage(workdir)
+    out = make_report(workdir, tmp_path / "rep", load_runs=False)
+    md = out["markdown"].read_text()
+
+    # runs.csv: header + one row per run × metric present (+ alignment numbers where present)
+    with open(out["csv"], newline="") as f:
+        rows = list(csv.DictReader(f))
+        f.seek(0)
+        assert next(csv.reader(f)) == list(TIDY_COLUMNS)
+    keys = [m[0] for m in METRICS]
+    retrain = [r for r in rows if r["kind"] == "retrain"]
+    robust = [r for r in rows if r["kind"] == "robustness"]
+    assert {r["metric"] for r in retrain if not r["metric"].startswith("alignment_")} == set(keys)  # all present
+    n_aligned = sum(1 for r in inputs["runs"] if r.get("alignment"))
+    assert len(retrain) == len(inputs["runs"]) * len(keys) + 4 * n_aligned
+    assert len(robust) == len(inputs["robustness"]) * len(keys)
+    assert {r["scale"] for r in robust} == {"0.5", "1.0", "2.0", "4.0"} and {r["scale"] for r in retrain} == {""}
+    first_beta = next(r for r in retrain if r["model"] == "beta-vae" and r["metric"] == "mig")
+    assert first_beta["hyperparameter"] == "beta" and float(first_beta["hyperparameter_value"]) == 8
+    assert first_beta["dataset"] == "dsprites" and first_beta["seed"] == "0"
+    assert float(first_beta["value"]) == pytest.approx(
+        next(r for r in inputs["runs"] if r["model"] == "beta-vae" and r["variant"] == "orig")["metrics"]["mig"]["mig"])
+    assert any(r["metric"] == "alignment_entangled_best_match_corr" for r in retrain)
+
+    # summary.json: numbers, not strings
+    summary = json.loads(out["summary"].read_text())
+    cell = summary["tables"]["mig"]["models"]["beta-vae"]["datasets"]["dsprites"]["orig"]
+    assert cell["n"] == 3 and len(cell["values"]) == 3 and cell["seeds"] == [0, 1, 2]
+    assert cell["mean"] == pytest.approx(np.mean(cell["values"]))
+    assert cell["std"] == pytest.approx(np.std(cell["values"], ddof=1))
+    assert summary["tables"]["mig"]["models"]["beta-vae"]["label"] == "beta-vae (beta=8)"
+    assert summary["manipulation"]["dsprites"]["coverage"]["fraction_covered"] == 0.75
+
+    # Table 1 figure with the paper's values and the setting caveat
+    assert "figures/table1_dsprites.png" in md
+    assert "300k" in md and "64×64" in md and "preset `smoke`" in md
+    assert TABLE1_MIG["dsprites"]["beta-vae"]["orig"] == (0.23, 0.08)
+    h, w = _png_size(tmp_path / "rep" / "figures" / "table1_dsprites.png")[:2]
+    assert h > 100 and w > 150
+
+    # alignment: table per model × variant; beta-vae mod moves towards the entangled restart
+    assert "## Alignment with the selected restarts" in md and "PCL should not" in md
+    al = summary["alignment"]["dsprites"]
+    assert al["beta-vae"]["mod"]["difference"]["mean"] == pytest.approx(0.4 - 0.91, abs=1e-9)
+    assert al["pcl"]["mod"]["difference"]["mean"] == pytest.approx(0.8 - 0.51)
+    assert al["ae"]["noise"]["difference"]["n"] == 2  # the run without alignment is left out
+    assert "figures/alignment_dsprites.png" in md
+
+    # manipulation coverage line
+    assert "m(w) is non-zero (|m|∞ ≥ 0.05) on 75.0 % of the images (737280 images)" in md
+    assert "median |m|∞ 0.080" in md and "mean pairwise rms 0.031" in md
+
+
+def test_report_without_alignment_coverage_or_mig(tmp_path):
+    workdir = tmp_path / "wd"
+    write_fake_workdir(workdir, robustness=False)
+    out = make_report(workdir, tmp_path / "rep", load_runs=False, primary_metric="dci_d")
+    md = out["markdown"].read_text()
+    assert "Alignment with the selected restarts" not in md
+    assert "is non-zero" not in md
+    assert "figures/table1_dsprites.png" in md and "Zietlow et al. 2021 (mean" not in md
+    assert "300k" not in md  # no paper markers for a metric Table 1 does not report
+    assert "alignment" not in json.loads(out["summary"].read_text())
+
+
+def test_coverage_line_prints_what_exists():
+    from probe.report.build import _coverage_line
+
+    assert _coverage_line({"threshold": 0.05, "fraction_small": 0.9}) == \
+        "m(w) is non-zero (|m|∞ ≥ 0.05) on 10.0 % of the images."
+    line = _coverage_line({"linf_quantiles": {"p50": 0.2}, "variation": {"rms_mean": None, "mean_pairwise_rms": 0.5}})
+    assert line == "median |m|∞ 0.200; variation across the factor space: mean pairwise rms 0.5."
+    assert "no known keys" in _coverage_line({"something_else": 1})

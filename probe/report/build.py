@@ -8,6 +8,7 @@ the report instead of failing it.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import shutil
@@ -18,10 +19,12 @@ import numpy as np
 
 from probe.errors import UserError
 from probe.report import figures as fig
+from probe.report import paper
 from probe.report.document import Document
 from probe.report.inputs import (
-    METRIC_BY_KEY, UNTRAINED_FRACTION, VARIANTS, load_inputs, mean_image_mse, metric_value, model_order, present_metrics,
-    resolve_path, untrained_runs, values_by_group,
+    ALIGNMENT_TARGETS, METRIC_BY_KEY, TIDY_COLUMNS, UNTRAINED_FRACTION, VARIANTS, alignment_value, group_stats,
+    load_inputs, mean_image_mse, metric_value, model_order, present_metrics, resolve_path, seeded_values_by_group,
+    tidy_rows, untrained_runs, values_by_group,
 )
 from probe.report.stats import ALPHA, MARGIN, compare, verdict, verdict_rule_text
 
@@ -92,9 +95,23 @@ def make_report(workdir, out_dir=None, *, primary_metric: str = "mig", load_runs
         (tmp / "report.md").write_text(doc.to_markdown(tmp))
         (tmp / "report.html").write_text(doc.to_html())
         (tmp / "summary.json").write_text(json.dumps(builder.summary, indent=2, default=str) + "\n")
+        write_runs_csv(all_inputs, tmp / "runs.csv")
         figure_names = [p.name for p in builder.figures]
     return {"markdown": out_dir / "report.md", "html": out_dir / "report.html",
-            "figures": [out_dir / "figures" / n for n in figure_names], "summary": out_dir / "summary.json"}
+            "figures": [out_dir / "figures" / n for n in figure_names], "summary": out_dir / "summary.json",
+            "csv": out_dir / "runs.csv"}
+
+
+def write_runs_csv(all_inputs: list[dict], path: Path) -> Path:
+    """``runs.csv``: one row per run × metric (``inputs.tidy_rows``), plain CSV with a header row, so
+    ``pandas.read_csv`` or any spreadsheet reads it as is. Missing values are empty cells."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(TIDY_COLUMNS))
+        writer.writeheader()
+        for inputs in all_inputs:
+            for row in tidy_rows(inputs):
+                writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in TIDY_COLUMNS})
+    return path
 
 
 class _Builder:
@@ -134,6 +151,7 @@ class _Builder:
         self._statistics(doc)
         self._bar_charts(doc)
         self._robustness(doc)
+        self._alignment(doc)
         for inputs in self.all_inputs:
             self._restarts(doc, inputs)
             self._manipulation(doc, inputs)
@@ -214,21 +232,70 @@ class _Builder:
         models = []
         for i in self.all_inputs:
             models += [m for m in model_order(i["runs"]) if m not in models]
+        # summary.json: the numbers behind each cell, {metric: {"label", "models": {model: {"label",
+        # "datasets": {dataset: {variant: {mean, std, n, values, seeds}}}}}}}
         tables = {}
         for key in present:
             label = METRIC_BY_KEY[key][1]
             headers = ["model"] + [f"{self._label(i)} {v}" for i in self.all_inputs for v in VARIANTS]
             rows = []
+            numbers = {}
             for model in models:
                 row = [self._model_label(model)]
+                cells = {}
                 for inputs in self.all_inputs:
-                    groups = values_by_group(inputs["runs"], key)
-                    row += [_cell(groups.get((model, v))) for v in VARIANTS]
+                    groups = seeded_values_by_group(inputs["runs"], key)
+                    row += [_cell([v for _, v in groups.get((model, variant), [])]) for variant in VARIANTS]
+                    cells[self._label(inputs)] = {variant: group_stats(groups[(model, variant)])
+                                                  for variant in VARIANTS if (model, variant) in groups}
                 rows.append(row)
+                numbers[model] = {"label": self._model_label(model), "datasets": cells}
             doc.heading(label, 3)
             doc.table(headers, rows)
-            tables[key] = {"headers": headers, "rows": rows}
+            tables[key] = {"label": label, "models": numbers}
+            if key == self.primary:
+                self._table1_figures(doc)
         self.summary["tables"] = tables
+
+    def _setting(self, inputs) -> str:
+        """What our runs used (preset, store source and resolution, retraining steps), from the inputs."""
+        config = (inputs.get("provenance") or {}).get("config") or {}
+        store = config.get("store") or {}
+        steps = ((config.get("retrain") or {}).get("train") or {}).get("steps")
+        parts = [f"preset `{inputs.get('preset') or '?'}`"]
+        if store:
+            res = store.get("resolution")
+            parts.append(f"{store.get('source') or '?'} store"
+                         + (f" at {res}×{res}" if res else "")
+                         + (f", factor sizes {store['factor_sizes']}" if store.get("factor_sizes") else ""))
+        else:
+            parts.append("store settings not recorded in the inputs")
+        parts.append(f"{steps} training steps" if steps is not None else "training steps not recorded")
+        seeds = sorted({r.get("seed") for r in inputs["runs"] if r.get("seed") is not None})
+        parts.append(f"{len(seeds)} seed(s)")
+        return ", ".join(parts)
+
+    def _table1_figures(self, doc: Document):
+        """Per-seed dots of the primary metric per model × variant, with the paper's Table 1 beside them
+        (only for MIG, the metric Table 1 reports, and only for the models and datasets it covers)."""
+        label = METRIC_BY_KEY[self.primary][1]
+        for inputs in self.all_inputs:
+            name = self._label(inputs)
+            groups = values_by_group(inputs["runs"], self.primary)
+            if not groups:
+                continue
+            reference = paper.table1(name, self.primary)
+            path = fig.seed_dots(groups, model_order(inputs["runs"]), self._figure(f"table1_{name}.png"), label,
+                                 title=f"{label} on {name}", reference=reference, reference_label="Zietlow et al. 2021")
+            caption = f"{label} on {name}: dots are seeds, black bars the mean over seeds."
+            if reference:
+                caption += " Hollow markers: the paper's Table 1 (mean ± std over 10 seeds)."
+                doc.para(f"**Not like for like:** the paper's values ({paper.CITATION}) were measured on the "
+                         f"{paper.SETTING}; ours on {name} used {self._setting(inputs)}. Compare the direction of "
+                         "the orig → mod / noise changes, not the levels.")
+            elif self.primary == paper.METRIC:
+                caption += f" The paper reports no {label} for {name}."
+            doc.image(path, caption)
 
     def _model_label(self, model: str) -> str:
         for inputs in self.all_inputs:
@@ -342,6 +409,62 @@ class _Builder:
         if not any_runs:
             self.summary.setdefault("robustness", {})
 
+    # -- alignment with the selected restarts ------------------------------------------------------------
+    def _alignment(self, doc: Document):
+        """Per model × variant: mean ± std over seeds of each run's best-match |corr| to the entangled and to
+        the disentangled restart, and of their difference. Omitted when no run carries ``alignment``."""
+        with_alignment = [i for i in self.all_inputs
+                          if any(alignment_value(r, t, "best_match_corr") is not None
+                                 for r in i["runs"] for t in ALIGNMENT_TARGETS)]
+        if not with_alignment:
+            return
+        doc.heading("Alignment with the selected restarts")
+        doc.para("Best-match |corr| = mean over the restart's active latents of the largest |Pearson correlation| "
+                 "with any latent of the run (1: the run's axes coincide with that restart's axes); linear R² = "
+                 "how well a linear map from the run's codes predicts the restart's (1: the same information up to "
+                 "a linear map). Difference = disentangled − entangled, per seed. How to read it: on mod, a VAE that "
+                 "relies on local structure should move towards the entangled restart (difference falls compared "
+                 "with orig); PCL should not.")
+        summary = {}
+        for inputs in with_alignment:
+            name = self._label(inputs)
+            runs = inputs["runs"]
+
+            def corr(target):
+                return lambda run: alignment_value(run, target, "best_match_corr")
+
+            def difference(run):
+                ent, dis = corr("entangled")(run), corr("disentangled")(run)
+                return None if ent is None or dis is None else dis - ent
+
+            series = {"entangled": seeded_values_by_group(runs, "", corr("entangled")),
+                      "disentangled": seeded_values_by_group(runs, "", corr("disentangled")),
+                      "difference": seeded_values_by_group(runs, "", difference),
+                      "entangled_linear_r2": seeded_values_by_group(
+                          runs, "", lambda r: alignment_value(r, "entangled", "linear_r2")),
+                      "disentangled_linear_r2": seeded_values_by_group(
+                          runs, "", lambda r: alignment_value(r, "disentangled", "linear_r2"))}
+            rows, numbers = [], {}
+            for model in model_order(runs):
+                for variant in VARIANTS:
+                    if not any((model, variant) in s for s in series.values()):
+                        continue
+                    cells = {k: group_stats(s.get((model, variant), [])) for k, s in series.items()}
+                    numbers.setdefault(model, {})[variant] = cells
+                    rows.append([model, variant] + [_stats_cell(cells[k]) for k in series])
+            doc.heading(name, 3)
+            doc.table(["model", "variant", "best-match |corr| to entangled", "to disentangled",
+                       "difference (dis − ent)", "linear R² to entangled", "to disentangled"], rows)
+            groups = {g: [v for _, v in pairs] for g, pairs in series["difference"].items()}
+            if groups:
+                path = fig.seed_dots(groups, model_order(runs), self._figure(f"alignment_{name}.png"),
+                                     "best-match |corr|: dis − ent", title=f"alignment with the restarts on {name}",
+                                     zero_line=True)
+                doc.image(path, f"Difference of best-match |corr| (disentangled − entangled restart) per seed on {name}; "
+                                "below 0 the run's axes resemble the entangled restart more.")
+            summary[name] = numbers
+        self.summary["alignment"] = summary
+
     # -- restarts: NMI heatmaps, traversals ---------------------------------------------------------
     def _restarts(self, doc: Document, inputs):
         name = self._label(inputs)
@@ -411,6 +534,10 @@ class _Builder:
         if not man:
             doc.para("No manipulation in the inputs.")
             return
+        coverage = man.get("coverage")
+        if isinstance(coverage, dict) and coverage:
+            doc.para(_coverage_line(coverage))
+            self.summary.setdefault("manipulation", {})[name] = {"coverage": coverage}
         fig4 = resolve_path(inputs, man.get("figure4"))
         if fig4 is not None and fig4.exists():
             target = self._figure(f"figure4_{name}.png")
@@ -520,6 +647,50 @@ class _Builder:
         doc.para(f"Report generated by probe {cv['probe_version']} (git {cv['git_commit'] or '—'}, sources "
                  f"{cv['source_digest'][:16]}) on {environment().get('platform')}.")
         self.summary["report_code_version"] = cv
+
+
+def _stats_cell(stats: dict) -> str:
+    if not stats["n"]:
+        return "—"
+    return _cell(stats["values"])
+
+
+def _number(value, fmt: str) -> str | None:
+    try:
+        return format(float(value), fmt)
+    except (TypeError, ValueError):
+        return None
+
+
+def _percentile_name(key: str) -> str:
+    """"p05" -> "5th percentile"; other keys as they are."""
+    digits = key[1:] if key.startswith("p") else ""
+    return f"{int(digits)}th percentile" if digits.isdigit() else key
+
+
+def _coverage_line(coverage: dict) -> str:
+    """One sentence on where m(w) acts, from the manipulation's ``coverage`` dict; only the keys present."""
+    threshold = _number(coverage.get("threshold"), "g") or "?"
+    parts = []
+    covered = coverage.get("fraction_covered")
+    if covered is None and coverage.get("fraction_small") is not None:
+        covered = 1 - float(coverage["fraction_small"])
+    if covered is not None:
+        n = coverage.get("num_images")
+        parts.append(f"m(w) is non-zero (|m|∞ ≥ {threshold}) on {_number(100 * float(covered), '.1f')} % of the images"
+                     + (f" ({n} images)" if n is not None else ""))
+    q = coverage.get("linf_quantiles") or {}
+    if isinstance(q, dict) and q:
+        named = [f"{_percentile_name(k)} {_number(v, '.3f')}" for k, v in q.items()
+                 if k != "p50" and _number(v, ".3f") is not None]
+        median = _number(q.get("p50"), ".3f")
+        parts.append(("median |m|∞ " + median if median else "|m|∞") + (f" ({', '.join(named)})" if named else ""))
+    variation = coverage.get("variation") or {}
+    if isinstance(variation, dict) and variation:
+        shown = [f"{k.replace('_', ' ')} {_number(v, '.3g')}" for k, v in variation.items() if _number(v, ".3g")]
+        if shown:
+            parts.append("variation across the factor space: " + ", ".join(shown))
+    return ("; ".join(parts) + ".") if parts else "The manipulation's coverage record holds no known keys."
 
 
 def _pca_row(name: str, c: dict) -> list[str]:

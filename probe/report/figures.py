@@ -173,3 +173,46 @@ def loss_curve(series: dict, path: Path, title: str) -> Path:
     ax.legend(fontsize=7, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     return _save(fig, path)
+
+
+def seed_dots(groups: dict, models: list[str], path: Path, ylabel: str, *, title: str = "",
+              reference: dict | None = None, reference_label: str = "paper", zero_line: bool = False) -> Path:
+    """Per-seed dots per model × variant (variants side by side within a model, jittered), a mean bar
+    per group, and optionally a reference mean ± std beside each group (hollow marker with error bar).
+
+    ``groups`` = {(model, variant): [values]}; ``reference`` = {model: {variant: (mean, std)}}."""
+    plt = _plt()
+    variants = ("orig", "mod", "noise")
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(models) + 1.5), 3.2))
+    rng = np.random.default_rng(0)  # fixed jitter: reruns give the same picture
+    slot = 0.27
+    used_ref = False
+    for m_i, model in enumerate(models):
+        for v_i, variant in enumerate(variants):
+            x = m_i + (v_i - 1) * slot
+            vals = groups.get((model, variant)) or []
+            ref = (reference or {}).get(model, {}).get(variant)
+            x_ours = x - 0.05 if ref else x
+            if vals:
+                jitter = rng.uniform(-0.04, 0.04, len(vals))
+                ax.scatter(x_ours + jitter, vals, s=14, color=VARIANT_COLORS[variant], zorder=3,
+                           label=VARIANT_LABELS[variant])  # duplicates are merged in the legend below
+                ax.hlines(np.mean(vals), x_ours - 0.08, x_ours + 0.08, color="black", lw=1.5, zorder=4)
+            if ref:
+                mean, std = ref
+                ax.errorbar(x + 0.07, mean, yerr=std, fmt="o", mfc="white", mec=VARIANT_COLORS[variant],
+                            ecolor=VARIANT_COLORS[variant], ms=5, capsize=2, lw=1, zorder=3,
+                            label=None if used_ref else f"{reference_label} (mean ± std)")
+                used_ref = True
+    if zero_line:
+        ax.axhline(0, color="grey", lw=0.6, ls="--")
+    ax.set_xticks(range(len(models)))
+    ax.set_xticklabels(models, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.spines[["top", "right"]].set_visible(False)
+    handles, labels = ax.get_legend_handles_labels()
+    uniq = dict(zip(labels, handles))
+    ax.legend(uniq.values(), uniq.keys(), fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return _save(fig, path)

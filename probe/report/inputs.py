@@ -95,11 +95,18 @@ def present_metrics(runs: list[dict]) -> list[str]:
 
 def values_by_group(runs: list[dict], key: str) -> dict:
     """{(model, variant): [values in seed order]} for one metric."""
+    return {g: [v for _, v in pairs] for g, pairs in seeded_values_by_group(runs, key).items()}
+
+
+def seeded_values_by_group(runs: list[dict], key: str, value=None) -> dict:
+    """{(model, variant): [(seed, value) in seed order]}; ``value(run)`` overrides the catalogue lookup
+    of metric ``key`` (used for the alignment numbers)."""
+    get = value or (lambda run: metric_value(run.get("metrics"), key))
     out: dict = {}
-    for run in sorted(runs, key=lambda r: (str(r["model"]), r["variant"], r.get("seed", 0))):
-        v = metric_value(run.get("metrics"), key)
+    for run in sorted(runs, key=lambda r: (str(r["model"]), r["variant"], r.get("seed") or 0)):
+        v = get(run)
         if v is not None:
-            out.setdefault((run["model"], run["variant"]), []).append(v)
+            out.setdefault((run["model"], run["variant"]), []).append((run.get("seed"), v))
     return out
 
 
@@ -142,3 +149,60 @@ def untrained_runs(runs: list[dict], baselines: dict, fraction: float = UNTRAINE
             flagged.append({"model": run["model"], "variant": run["variant"], "seed": run.get("seed"),
                             "mse": mse, "baseline": base})
     return flagged
+
+
+# -- alignment of a run with the selected restarts (runs[i]["alignment"], optional) ---------------------
+ALIGNMENT_TARGETS = ("entangled", "disentangled")
+ALIGNMENT_FIELDS = ("best_match_corr", "linear_r2")
+
+
+def alignment_value(run: dict, target: str, field: str) -> float | None:
+    """``run["alignment"][target][field]`` as a float, or None when absent, null or non-finite."""
+    try:
+        value = float(((run.get("alignment") or {}).get(target) or {})[field])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def alignment_metric_name(target: str, field: str) -> str:
+    """The ``metric`` column of runs.csv for one alignment number, e.g. ``alignment_entangled_best_match_corr``."""
+    return f"alignment_{target}_{field}"
+
+
+# -- runs.csv: one row per run × metric -------------------------------------------------------------------
+TIDY_COLUMNS = ("dataset", "model", "variant", "seed", "kind", "hyperparameter", "hyperparameter_value", "scale",
+                "metric", "value", "run_dir")
+
+
+def tidy_rows(inputs: dict) -> list[dict]:
+    """Long-format rows for every retrained ("retrain") and robustness ("robustness") run of one
+    workdir: each catalogue metric (METRICS) and each alignment number present becomes one row.
+    ``scale`` is empty for retrain runs; missing values are left out rather than written as blanks."""
+    dataset = str(inputs.get("dataset") or "dataset")
+    rows = []
+    for kind, runs in (("retrain", inputs.get("runs") or []), ("robustness", inputs.get("robustness") or [])):
+        for run in runs:
+            hp = run.get("hyperparameter") or {}
+            base = {"dataset": dataset, "model": run["model"], "variant": run["variant"], "seed": run.get("seed"),
+                    "kind": kind, "hyperparameter": hp.get("name"), "hyperparameter_value": hp.get("value"),
+                    "scale": run.get("scale"), "run_dir": run.get("run_dir")}
+            for key, *_ in METRICS:
+                value = metric_value(run.get("metrics"), key)
+                if value is not None:
+                    rows.append({**base, "metric": key, "value": value})
+            for target in ALIGNMENT_TARGETS:
+                for field in ALIGNMENT_FIELDS:
+                    value = alignment_value(run, target, field)
+                    if value is not None:
+                        rows.append({**base, "metric": alignment_metric_name(target, field), "value": value})
+    return rows
+
+
+def group_stats(pairs) -> dict:
+    """{"mean", "std" (sample; None for n < 2), "n", "values", "seeds"} from [(seed, value)] — the numbers
+    behind a "mean ± std" cell, per-seed values in the same order as ``seeds``."""
+    vals = [float(v) for _, v in pairs]
+    n = len(vals)
+    return {"mean": float(np.mean(vals)) if n else None, "std": float(np.std(vals, ddof=1)) if n > 1 else None,
+            "n": n, "values": vals, "seeds": [s for s, _ in pairs]}
