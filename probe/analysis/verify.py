@@ -276,7 +276,10 @@ def local_vs_global_alignment(data: np.ndarray, codes: np.ndarray, jacobian, *, 
     orthogonal (Rolinek et al.'s local orthogonality) rather than the data's local structure. Reports the Hungarian-matched mean |cos| of J's columns with each (local, global) and
     how close J's right singular vectors are to a signed permutation (Rolinek et al.'s local
     orthogonality). ``data`` [N, D], ``codes`` [N, a] (active latents only); ``jacobian`` receives
-    ``jacobian_inputs[i]`` (default ``codes[i]``), e.g. the full code including inactive latents."""
+    ``jacobian_inputs[i]`` (default ``codes[i]``), e.g. the full code including inactive latents.
+    ``jacobian=None`` uses the local decoder implied by the codes instead: the least-squares map
+    x − x̄ ≈ B (z − z̄) over the anchor's neighbours (``_regression_decoder``), for encoder-only models
+    (PCL) or as a decoder-free cross-check."""
     data = np.asarray(data, dtype=np.float64)
     codes = np.asarray(codes, dtype=np.float64)
     a = codes.shape[1]
@@ -293,7 +296,10 @@ def local_vs_global_alignment(data: np.ndarray, codes: np.ndarray, jacobian, *, 
         dist = ((space - space[i]) ** 2).sum(1)
         near = np.argsort(dist)[:neighbours]
         _, local_dirs = top_principal_directions(data[near], a, seed=seed)
-        jac = np.asarray(jacobian(codes[i] if jacobian_inputs is None else jacobian_inputs[i]), dtype=np.float64)
+        if jacobian is None:  # the local linear decoder implied by the encoder (any model, decoder or not)
+            jac = _regression_decoder(data[near], codes[near])
+        else:
+            jac = np.asarray(jacobian(codes[i] if jacobian_inputs is None else jacobian_inputs[i]), dtype=np.float64)
         local.append(match_columns(jac, local_dirs)["mean_abs_cos"])
         global_.append(match_columns(jac, global_dirs)["mean_abs_cos"])
         ortho.append(signed_permutation_error(decoder_svd(jac)[2])["max_abs_error"])
@@ -303,13 +309,23 @@ def local_vs_global_alignment(data: np.ndarray, codes: np.ndarray, jacobian, *, 
             "local_mean_abs_cos": float(local.mean()), "local_std": float(local.std()),
             "global_mean_abs_cos": float(global_.mean()), "global_std": float(global_.std()),
             "local_minus_global": float((local - global_).mean()),
+            "local_per_anchor": local.tolist(), "global_per_anchor": global_.tolist(),
+            "direction_source": "decoder Jacobian" if jacobian is not None else "regression of x on z over the neighbours",
             "jacobian_v_perm_error_mean": float(np.mean(ortho))}
+
+
+def _regression_decoder(x: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """B [D, a] minimising Σ ||(x − x̄) − B (z − z̄)||² over the given points (x [k, D], z [k, a])."""
+    xc, zc = x - x.mean(0), z - z.mean(0)
+    coef, *_ = np.linalg.lstsq(zc, xc, rcond=None)   # [a, D]
+    return coef.T
 
 
 def local_alignment_of_run(run_dir, store, *, num_images: int = 4000, seed: int = 0, num_anchors: int = 16,
                            neighbours: int = 64) -> dict:
-    """``local_vs_global_alignment`` for a trained Gaussian VAE run (posterior means as codes,
-    Jacobian of sigmoid(decoder logits) at the anchor code, active latents E[σ²] < 0.8)."""
+    """``local_vs_global_alignment`` for a trained run (posterior means as codes, Jacobian of
+    sigmoid(decoder logits) at the anchor code, active latents E[σ²] < 0.8). A model without a
+    decoder (PCL) uses the local decoder implied by its codes (``jacobian=None``), all latents."""
     import torch
 
     from probe.analysis.runs import active_latents, encode_sample, load_model
@@ -320,6 +336,12 @@ def local_alignment_of_run(run_dir, store, *, num_images: int = 4000, seed: int 
     if len(active) == 0:
         return {"run_dir": str(run_dir), "num_active": 0, "note": "no active latents (E[σ²] < 0.8); nothing to align"}
     active_t = torch.as_tensor(active)
+    data = _flat_images(sample["images"])
+    codes = sample["codes"][:, active]
+    if not callable(getattr(model, "decode", None)):
+        result = local_vs_global_alignment(data, codes, None, num_anchors=num_anchors, neighbours=neighbours, seed=seed)
+        result.update({"run_dir": str(run_dir), "model": config.get("model"), "active_latents": active.tolist()})
+        return result
 
     def jacobian(full_code):
         # derivative with respect to the active latents only, at the anchor's full code
@@ -330,11 +352,50 @@ def local_alignment_of_run(run_dir, store, *, num_images: int = 4000, seed: int 
             z[active_t] = z_active
             return torch.sigmoid(model.decode(z[None]))[0].flatten()
 
-        return torch.autograd.functional.jacobian(decode, z0[active_t].clone()).double().numpy()
+        with torch.enable_grad():
+            try:  # a forward pass per active latent instead of a backward pass per pixel
+                jac = torch.autograd.functional.jacobian(decode, z0[active_t].clone(), vectorize=True,
+                                                         strategy="forward-mode")
+            except (RuntimeError, NotImplementedError):  # pragma: no cover - an op without forward AD
+                jac = torch.autograd.functional.jacobian(decode, z0[active_t].clone())
+        return jac.double().numpy()
 
-    data = _flat_images(sample["images"])
-    codes = sample["codes"][:, active]
     result = local_vs_global_alignment(data, codes, jacobian, num_anchors=num_anchors, neighbours=neighbours,
                                        seed=seed, jacobian_inputs=sample["codes"])
     result.update({"run_dir": str(run_dir), "model": config.get("model"), "active_latents": active.tolist()})
     return result
+
+
+# -- does a manipulation change the global PCA structure? ------------------------------------------------
+
+def global_pca_change(store_a, store_b, *, k: int = 12, num_images: int = 2000, seed: int = 0,
+                      degenerate_ratio: float | None = None) -> dict:
+    """PCA of two stores over the same grid (e.g. orig and its manipulation), on the same image indices
+    (paired: same factor combinations): both spectra, the principal-angle match of the top-``k``
+    subspaces, and per-block |cos| of B's directions to A's blocks (A's spectral blocks, so a rotation
+    inside a near-degenerate block of A does not count as a change). The paper's expectation: an
+    ε-small manipulation leaves the global structure (nearly) unchanged."""
+    from probe.analysis.alignment import block_alignment, spectral_blocks, subspace_match
+    from probe.data import open_store
+
+    a, b = open_store(store_a), open_store(store_b)
+    if len(a) != len(b) or tuple(a.image_shape) != tuple(b.image_shape):
+        raise UserError(f"{a.path} and {b.path} differ in size or image shape; global PCA needs paired stores")
+    rng = np.random.default_rng(seed)
+    idx = np.sort(rng.choice(len(a), size=min(num_images, len(a)), replace=False))
+    fa, fb = _flat_images(a.read(idx)), _flat_images(b.read(idx))
+    k = int(min(k, len(idx) - 1))
+    va, da = top_principal_directions(fa, k + 1, seed=seed)
+    vb, db = top_principal_directions(fb, k, seed=seed)
+    ratio = DEGENERATE_RATIO if degenerate_ratio is None else float(degenerate_ratio)
+    blocks = spectral_blocks(va, k, ratio)
+    aligned = block_alignment(db, da, blocks["blocks"])
+    return {"stores": [str(a.path), str(b.path)], "num_images": int(len(idx)), "k": k, "degenerate_ratio": ratio,
+            "eigenvalues_a": va[:k].tolist(), "eigenvalues_b": vb.tolist(),
+            "max_relative_eigenvalue_change": float(np.max(np.abs(vb - va[:k]) / va[:k])),
+            "mean_sq_pixel_difference": float(((fa - fb) ** 2).mean()),
+            "subspace_mean_cos2": subspace_match(da[:, :k], db)["mean_cos2"],
+            "direction_match_mean_abs_cos": match_columns(db, da[:, :k])["mean_abs_cos"],
+            "block_match_mean": aligned["mean_score"], "block_match_min": aligned["min_score"],
+            "blocks_a": [{k2: bl[k2] for k2 in ("start", "end", "size", "ratio_last_first", "mean_score")}
+                         for bl in aligned["blocks"]]}
