@@ -358,7 +358,7 @@ def local_alignment_of_run(run_dir, store, *, num_images: int = 4000, seed: int 
                                                          strategy="forward-mode")
             except (RuntimeError, NotImplementedError):  # pragma: no cover - an op without forward AD
                 jac = torch.autograd.functional.jacobian(decode, z0[active_t].clone())
-        return jac.double().numpy()
+        return jac.detach().double().numpy()
 
     result = local_vs_global_alignment(data, codes, jacobian, num_anchors=num_anchors, neighbours=neighbours,
                                        seed=seed, jacobian_inputs=sample["codes"])
