@@ -150,6 +150,7 @@ def job_linear_pca(ctx: JobContext, *, config: dict) -> dict:
 
 def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
     """Assemble report_inputs.json (docs/notes/INTERFACES.md), publish it to WORKDIR, call make_report."""
+    from probe.pipeline.why import why_inputs
     from probe.provenance import environment, write_json_atomic
 
     inputs = ctx.inputs
@@ -182,6 +183,7 @@ def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
         "runs": runs,
         "robustness": robustness,
         "linear_pca": lp["linear-pca"]["analysis"] if "linear-pca" in lp else None,
+        "why": why_inputs(inputs),  # Fig. 1: local vs global alignment (probe/pipeline/why.py)
     }
     write_json_atomic(ctx.job_dir / "report_inputs.json", report_inputs)
     write_json_atomic(workdir / "report_inputs.json", report_inputs)

@@ -27,6 +27,7 @@ from probe.report.inputs import (
     tidy_rows, untrained_runs, values_by_group,
 )
 from probe.report.stats import ALPHA, MARGIN, compare, verdict, verdict_rule_text
+from probe.report.why import linear_pca_judgement, status_cell, why_section
 
 REPORT_FILES = ("report.md", "report.html")
 
@@ -158,6 +159,7 @@ class _Builder:
         self._curves(doc)
         for inputs in self.all_inputs:
             self._linear_pca(doc, inputs)
+            why_section(self, doc, inputs)
         self._provenance(doc)
         return doc
 
@@ -602,6 +604,7 @@ class _Builder:
                                  f"d={s.get('num_latent')}", res["linear_vae"]))
         if rows:
             doc.table(["case", "subspace mean cos²", "alignment mean |cos|", "σ-order", "V signed-perm error", "pass"], rows)
+        linear_pca_judgement(doc, res)
         for t in res.get("theorem1", []) or []:
             doc.bullets([f"Theorem 1 (dim {t['dim']}): objective − closed-form minimum {t['objective_gap']:.1e}, "
                          f"V signed-permutation error {t['v_signed_permutation']['max_abs_error']:.1e}, "
@@ -696,4 +699,4 @@ def _coverage_line(coverage: dict) -> str:
 def _pca_row(name: str, c: dict) -> list[str]:
     return [name, f"{c['subspace']['mean_cos2']:.4f}", f"{c['alignment_mean_abs_cos']:.4f}",
             "ok" if c["sigma_order"]["correct"] else "wrong", f"{c['v_signed_permutation']['max_abs_error']:.1e}",
-            "yes" if c.get("passed") else "no"]
+            status_cell(c)]
