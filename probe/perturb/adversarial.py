@@ -58,7 +58,7 @@ DEFAULT_MANIPULATION_CONFIG = {
     "input_hidden": [],               # ReLU layers before the one-neuron bottleneck (paper: none)
     "bottleneck_activation": "none",  # "none" | "tanh"
     "render_bias_init": "zeros",      # "zeros" (disentanglement_lib's decoder) | "uniform" (PyTorch default; not homogeneous in s)
-    "bottleneck_embedding": "linear", # "linear": the renderer sees s (paper) | "circle": (cos πs, sin πs)
+    "bottleneck_embedding": "odd",    # "odd": m = tanh(render(s) − render(−s)) (deviation, docs/notes/perturb.md) | "linear": the renderer sees s (paper) | "circle"
     "coverage_threshold": 0.05,       # ‖m(w)‖∞ below this counts as "unmodified" in done.json's coverage
     "seed": 0,
     "checkpoint_every": 500,
