@@ -418,6 +418,7 @@ class _Trainer:
         self.net.eval()
         coverage = manipulation_coverage(self.net, self.w, threshold=cfg["coverage_threshold"],
                                          factor_sizes=self.store.factor_sizes, factors=self.store.factors, seed=cfg["seed"])
+        coverage["factor_names"] = list(self.store.factor_names)
         final = {"before": before, "after": after, "epsilon": cfg["epsilon"],
                  "entangled_cheaper_after": after["entangled"] < after["disentangled"], "coverage": coverage}
         write_json_atomic(out / "done.json", {"steps": self.step, "wall_time_s": self.elapsed, "final": final,
@@ -458,3 +459,35 @@ def load_manipulation(manipulation_dir, device: str = "cpu") -> tuple[Manipulati
             "identity_digest": record["identity_digest"], "epsilon": float(state["epsilon"]),
             "entangled": record["entangled"], "disentangled": record["disentangled"], "final": done.get("final")}
     return net, info
+
+
+def appendix_b1_deviations(config: dict | None, dataset: str | None) -> list[str]:
+    """Plain-language list of where a manipulation config departs from Zietlow et al. 2021, appendix B.1 and §5.2.
+
+    The report prints it beside Figure 4, so a reader knows which m(w) the verdicts rest on.
+    """
+    try:
+        cfg = resolve_manipulation_config(config, dataset)
+    except UserError:
+        return []
+    out = []
+    if cfg["bottleneck_embedding"] == "odd":
+        out.append("m(w) = tanh(r(s) − r(−s)) with r the paper's renderer (an odd function of the one-neuron "
+                   "bottleneck s): the paper's tanh(r(s)) left the images with s < 0 unmodified and, given a "
+                   "non-zero renderer input, learned one constant pattern for every image (docs/notes/perturb.md)")
+    elif cfg["bottleneck_embedding"] == "circle":
+        out.append("the renderer sees (cos πs, sin πs) instead of s")
+    if cfg["render_bias_init"] != "zeros":
+        out.append(f"renderer biases initialised {cfg['render_bias_init']!r} (the paper's start at zero)")
+    if cfg["input_hidden"] or cfg["bottleneck_activation"] != "none":
+        out.append(f"input MLP {cfg['input_hidden']} with bottleneck activation {cfg['bottleneck_activation']!r}")
+    if cfg["manipulation_lr"] != 1e-4 or cfg["lr"] != 1e-4:
+        out.append(f"learning rates ψ {cfg['manipulation_lr']:g}, decoders {cfg['lr']:g} (paper: 1e-4 for both)")
+    if cfg["z_samples"] != 5 or cfg["decoder_batches_per_step"] != 3:
+        out.append(f"{cfg['z_samples']} z samples per image and {cfg['decoder_batches_per_step']} decoder batches per ψ "
+                   "batch (paper: 5 and 3)")
+    paper_eps = DEFAULT_EPSILON.get(dataset or "")
+    if paper_eps is not None and abs(cfg["epsilon"] - paper_eps) > 1e-12:
+        out.append(f"ε {cfg['epsilon']:g} (paper: {paper_eps:g})")
+    out.append(f"{cfg['steps']} ψ steps (the paper gives no number)")
+    return out

@@ -536,8 +536,27 @@ class _Builder:
         if not man:
             doc.para("No manipulation in the inputs.")
             return
+        gap = man.get("dis_minus_ent") or {}
+        if gap.get("before") is not None and gap.get("after") is not None:
+            doc.para(f"Decoder loss gap dis − ent (Bernoulli nats per image; > 0: the entangled alignment is the "
+                     f"cheaper one): {gap['before']:+.2f} on x with the restarts' decoders, {gap['after']:+.2f} on x′ "
+                     "with the fine-tuned decoders.")
+        manipulate_config = (((inputs.get("provenance") or {}).get("config") or {}).get("manipulate") or {}).get("config")
+        if manipulate_config is not None:
+            from probe.perturb.adversarial import appendix_b1_deviations
+
+            deviations = appendix_b1_deviations(manipulate_config, inputs.get("dataset"))
+            if deviations:
+                doc.para("Deviations from the paper's manipulation (appendix B.1): " + "; ".join(deviations) + ".")
         coverage = man.get("coverage")
         if isinstance(coverage, dict) and coverage:
+            if not coverage.get("factor_names"):  # older manipulation records: name the factors from the store
+                try:
+                    from probe.data import open_store
+
+                    coverage = {**coverage, "factor_names": list(open_store(resolve_path(inputs, stores["orig"]["path"])).factor_names)}
+                except Exception:  # noqa: BLE001 - the line then says "factor k"
+                    pass
             doc.para(_coverage_line(coverage))
             self.summary.setdefault("manipulation", {})[name] = {"coverage": coverage}
         fig4 = resolve_path(inputs, man.get("figure4"))
@@ -693,6 +712,12 @@ def _coverage_line(coverage: dict) -> str:
         shown = [f"{k.replace('_', ' ')} {_number(v, '.3g')}" for k, v in variation.items() if _number(v, ".3g")]
         if shown:
             parts.append("variation across the factor space: " + ", ".join(shown))
+        per_factor = variation.get("per_factor_rms")
+        if isinstance(per_factor, dict) and per_factor:
+            names = coverage.get("factor_names") or []
+            label = {str(i): n for i, n in enumerate(names)}
+            parts.append("RMS change of m for a one-class step of each factor alone: " + ", ".join(
+                f"{label.get(str(k), 'factor ' + str(k))} {_number(v, '.3f')}" for k, v in per_factor.items()))
     return ("; ".join(parts) + ".") if parts else "The manipulation's coverage record holds no known keys."
 
 
