@@ -166,6 +166,8 @@ def spectral_blocks(eigenvalues, num_latent: int, ratio: float = DEGENERATE_RATI
                 blocks.append({"start": start, "end": i - 1, "size": i - start,
                                "eigenvalues": lam[start:i].tolist(),
                                "ratio_last_first": float(lam[i - 1] / max(lam[start], 1e-300)),
+                               # the grouping rule's number: every adjacent ratio in the block is at least this
+                               "min_adjacent_ratio": float(ratios[start:i - 1].min()) if i - start > 1 else None,
                                "degenerate": i - start > 1,
                                "beyond_latents": i > d})
             start = i

@@ -63,8 +63,11 @@ def judge(check: dict) -> dict:
     for b in spectrum["blocks"]:
         if b["degenerate"]:
             extra = " (the block runs past the latent dimension: the top-d subspace is not identifiable)" if b["beyond_latents"] else ""
-            assumption.append(f"assumption not met for components {_range(b)} (eigenvalue ratio "
-                              f"{b['ratio_last_first']:.3f} ≥ {thr}): distinct eigenvalues; judged as a subspace{extra}")
+            adjacent = b.get("min_adjacent_ratio")
+            ratio_text = (f"adjacent eigenvalue ratios ≥ {adjacent:.3f} ≥ {thr}; last/first {b['ratio_last_first']:.3f}"
+                          if adjacent is not None and b["size"] > 2 else f"eigenvalue ratio {b['ratio_last_first']:.3f} ≥ {thr}")
+            assumption.append(f"assumption not met for components {_range(b)} ({ratio_text}): distinct eigenvalues; "
+                              f"judged as a subspace{extra}")
     block_fail = []
     for b in spectrum["blocks"]:
         if b["mean_score"] is not None and b["mean_score"] < BLOCK_CRITERIA["block_mean_score"]:
