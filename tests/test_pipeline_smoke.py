@@ -67,15 +67,22 @@ def test_smoke_completes_every_stage(smoke):
     assert selected["entangled"]["mig"] == min(r["mig"] for r in ri["restarts"])
     assert selected["disentangled"]["mig"] == max(r["mig"] for r in ri["restarts"])
     assert Path(ri["manipulation"]["losses"]).exists() and Path(ri["manipulation"]["figure4"]).exists()
+    # the manipulation's coverage is measured on every image of the store
+    coverage = ri["manipulation"]["coverage"]
+    assert coverage["num_images"] == len(orig) and 0.0 <= coverage["fraction_covered"] <= 1.0
+    assert coverage["fraction_covered"] == pytest.approx(1.0 - coverage["fraction_small"])
 
     # metrics for every (model, variant, seed), each run complete with its learning curve
     runs = _runs_by_key(ri)
-    expected = {(m, v, s) for m in config["retrain"]["models"] for v in ("orig", "mod", "noise") for s in (0, 1)}
+    first = config["retrain"]["first_seed"]  # retrain seeds start past the restarts' (stages.retrain_seeds)
+    assert first == 100
+    expected = {(m, v, s) for m in config["retrain"]["models"] for v in ("orig", "mod", "noise") for s in (first, first + 1)}
     assert set(runs) == expected and len(expected) == len(config["retrain"]["models"]) * 6
     for key, r in runs.items():
         assert (Path(r["run_dir"]) / "done.json").exists(), key
         assert Path(r["curve"]).exists(), key
         assert 0.0 <= r["metrics"]["mig"]["mig"] <= 1.0, key
+        assert set(r["alignment"] or {}) >= {"entangled", "disentangled"} or "alignment_error" in r, key
         if config["hyperparameters"].get(r["model"]):
             assert r["hyperparameter"]["name"] == config["hyperparameters"][r["model"]]
             assert r["hyperparameter"]["value"] is not None
@@ -244,8 +251,9 @@ def test_show_prints_plan(capsys):
     code, out, err = run_probe(["pipeline", "show", "modify-shapes3d", "--preset", "quick", "--set", "retrain.seeds=4"], capsys)
     assert code == 0, err
     assert "retrain" in out and "retrain.seeds = 4" in out
-    # 5 models (AE, β-VAE, PCL, QLAE, Tripod) × 3 variants × 4 seeds retrain jobs of 500 steps
-    assert " 60 job(s), 30,000 training steps" in out
+    # 3 models × 3 variants × 4 seeds; per model steps from retrain.model_train: AE 800, β-VAE 2,000, PCL 1,500
+    assert " 36 job(s), 51,600 training steps" in out
+    assert "expected wall time: about 45 min" in out
 
 
 def test_local_cluster_workers_start_without_malloc_trim_threshold():
