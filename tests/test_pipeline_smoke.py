@@ -86,7 +86,7 @@ def test_smoke_completes_every_stage(smoke):
         if config["hyperparameters"].get(r["model"]):
             assert r["hyperparameter"]["name"] == config["hyperparameters"][r["model"]]
             assert r["hyperparameter"]["value"] is not None
-    assert runs[("beta-vae", "orig", 0)]["hyperparameter"] == {"name": "beta", "value": 8.0}  # Table 2, dSprites
+    assert runs[("beta-vae", "orig", first)]["hyperparameter"] == {"name": "beta", "value": 8.0}  # Table 2, dSprites
     assert ri["linear_pca"] is not None and ri["robustness"] == []
     # every run of a variant was trained on that variant's store
     for (model, variant, seed), r in runs.items():
