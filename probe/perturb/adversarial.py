@@ -38,7 +38,8 @@ import torch
 from torch.nn import functional as F
 
 from probe.errors import UserError
-from probe.perturb.manipulation import ManipulationNet, manipulate, manipulation_coverage, normalised_factors
+from probe.perturb.manipulation import (BOTTLENECK_EMBEDDINGS, RENDER_BIAS_INITS, ManipulationNet, manipulate,
+                                        manipulation_coverage, normalised_factors)
 from probe.provenance import atomic_path, code_version, digest_json, environment, sha256_file, write_json_atomic
 
 DEFAULT_EPSILON = {"dsprites": 0.1, "shapes3d": 0.175}  # §5.2: "0.1 for dSprites and 0.175 for Shapes3D"
@@ -98,10 +99,9 @@ def resolve_manipulation_config(config: dict | None, dataset: str | None) -> dic
     for key in ("steps", "batch_size", "z_samples", "decoder_batches_per_step", "checkpoint_every", "log_every", "eval_images"):
         if cfg[key] < 1:
             raise UserError(f"{key} must be at least 1, got {cfg[key]}")
-    if cfg["bottleneck_embedding"] not in ("linear", "circle", "odd"):
-        raise UserError(f"bottleneck_embedding must be 'linear', 'circle' or 'odd', got {cfg['bottleneck_embedding']!r}")
-    if cfg["render_bias_init"] not in ("zeros", "input", "uniform"):
-        raise UserError(f"render_bias_init must be 'zeros', 'input' or 'uniform', got {cfg['render_bias_init']!r}")
+    for key, allowed in (("bottleneck_embedding", BOTTLENECK_EMBEDDINGS), ("render_bias_init", RENDER_BIAS_INITS)):
+        if cfg[key] not in allowed:
+            raise UserError(f"{key} must be one of {', '.join(allowed)}, got {cfg[key]!r}")
     try:
         cfg["coverage_threshold"] = float(cfg["coverage_threshold"])
     except (TypeError, ValueError) as exc:
@@ -437,6 +437,15 @@ def _truncate_log(path: Path, step: int) -> None:
 
 
 # -- loading a trained manipulation ----------------------------------------------------------------------
+
+def manipulation_final(manipulation_dir) -> dict:
+    """``done.json["final"]`` of a finished manipulation run (losses before/after, coverage) without loading
+    its weights; UserError if the run is not finished."""
+    d = Path(manipulation_dir)
+    if not (d / "done.json").exists():
+        raise UserError(f"{d} is not a finished manipulation run (no done.json); run `probe perturb train` first")
+    return _read_json(d / "done.json").get("final") or {}
+
 
 def load_manipulation(manipulation_dir, device: str = "cpu") -> tuple[ManipulationNet, dict]:
     """The trained m_ψ (eval mode) and ``{"config", "store", "checkpoint_sha256", "epsilon", ...}``."""

@@ -32,6 +32,10 @@ from torch import nn
 from probe.models.nets.locatello import DeconvDecoder, glorot_init
 
 
+BOTTLENECK_EMBEDDINGS = ("linear", "circle", "odd")  # what the renderer sees of s (ManipulationNet)
+RENDER_BIAS_INITS = ("zeros", "input", "uniform")     # how the renderer's biases start (ManipulationNet)
+
+
 def fold(x: torch.Tensor) -> torch.Tensor:
     """Reflect values that left [0, 1] back inside: x − 2·ReLU(x − 1) + 2·ReLU(−x) (appendix B.1).
 
@@ -81,8 +85,8 @@ class ManipulationNet(nn.Module):
         elif bottleneck_activation != "none":
             raise ValueError(f"bottleneck_activation must be 'none' or 'tanh', got {bottleneck_activation!r}")
         self.to_scalar = nn.Sequential(*layers)
-        if bottleneck_embedding not in ("linear", "circle", "odd"):
-            raise ValueError(f"bottleneck_embedding must be 'linear', 'circle' or 'odd', got {bottleneck_embedding!r}")
+        if bottleneck_embedding not in BOTTLENECK_EMBEDDINGS:
+            raise ValueError(f"bottleneck_embedding must be one of {BOTTLENECK_EMBEDDINGS}, got {bottleneck_embedding!r}")
         # "circle": the renderer sees (cos πs, sin πs) instead of s. Its input then has norm 1 for every w, so a
         # positively homogeneous renderer (zero biases, ReLUs) has no region where m shrinks to 0 (s ≈ 0) and no
         # half it can switch off (s < 0); m changes along s by turning, not by scaling (docs/notes/perturb.md).
@@ -106,8 +110,8 @@ class ManipulationNet(nn.Module):
                 fan_in, _ = nn.init._calculate_fan_in_and_fan_out(module.weight)
                 bound = 1.0 / float(fan_in) ** 0.5
                 nn.init.uniform_(module.bias, -bound, bound)
-        elif render_bias_init != "zeros":
-            raise ValueError(f"render_bias_init must be 'zeros', 'input' or 'uniform', got {render_bias_init!r}")
+        elif render_bias_init not in RENDER_BIAS_INITS:
+            raise ValueError(f"render_bias_init must be one of {RENDER_BIAS_INITS}, got {render_bias_init!r}")
 
     def bottleneck(self, w: torch.Tensor) -> torch.Tensor:
         """The scalar s(w) [B, 1] that m depends on."""

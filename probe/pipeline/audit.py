@@ -41,7 +41,7 @@ from pathlib import Path
 
 from probe.errors import UserError
 from probe.pipeline.engine import STAGE_FILE, Job, JobContext, Stage, StageFailed, final_dir, stage_digests
-from probe.pipeline.stages import VARIANTS, _evaluate, _variant_store, modify_stages, run_key
+from probe.pipeline.stages import VARIANTS, _evaluate, _variant_store, modify_stages, retrain_seeds, run_key
 
 AUDIT_PIPELINE = "audit"
 REFERENCE_STAGES = ("store", "restarts", "select", "manipulate", "apply", "noise", "retrain", "evaluate")
@@ -191,7 +191,7 @@ def audit_stages(config: dict, meta: dict | None = None) -> list[Stage]:
             "label": label, "model": model_label, "variant": v, "seed": s,
             "run_config": {"model": label, "model_config": dict(c["model_config"]), "dataset": c["dataset"],
                            "seed": s, "train": dict(c["train"])}}, work=c["train"]["steps"])
-            for v in c["variants"] for s in range(c["first_seed"], c["first_seed"] + c["seeds"])]
+            for v in c["variants"] for s in retrain_seeds(c)]
 
     audit_config = {"plugin": plugin, "metric": config["verdict"]["metric"], "seed": int(config["verdict"]["seed"])}
     about = {"reference_pipeline": ref_name, "reference_models": reference_models, "reference_source": source,

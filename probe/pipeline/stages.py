@@ -100,9 +100,9 @@ def job_manipulate(ctx: JobContext, *, config: dict, figure4: bool) -> dict:
     out = train_manipulation(store_path, select["entangled"], select["disentangled"], ctx.job_dir / "manipulation",
                              config, resume=True, progress=False, device=ctx.device)
     png = make_figure4(store_path, out, ctx.job_dir / "figure4.png") if figure4 else None
-    from probe.perturb import load_manipulation
+    from probe.perturb.adversarial import manipulation_final
 
-    final = load_manipulation(out)[1].get("final") or {}
+    final = manipulation_final(out)
     return {"dir": str(out), "losses": str(Path(out) / "losses.jsonl"), "figure4": str(png) if png else None,
             "coverage": final.get("coverage"),
             "dis_minus_ent": {"before": (final.get("before") or {}).get("dis_minus_ent"),
@@ -414,7 +414,7 @@ def modify_stages(config: dict, meta: dict | None = None) -> list[Stage]:
             "run_config": _run_config(m, dataset, s, train, rt["model_config"]), "variant": v, "model": m, "seed": s,
             "hyperparameter": primary_hyperparameter(config, m), "scale": float(x), "evaluate": eval_settings},
             work=train["steps"] + 1) for m in models for x in c["scales"] for v in c["variants"]
-            for s in range(int(rt.get("first_seed", 0)), int(rt.get("first_seed", 0)) + c["seeds"])]
+            for s in retrain_seeds({**rt, "seeds": c["seeds"]})]
 
     stages = [
         Stage("store", {**st, "dataset": dataset}, [], store_jobs, _single("store")),
