@@ -263,7 +263,11 @@ class _Builder:
         """What our runs used (preset, store source and resolution, retraining steps), from the inputs."""
         config = (inputs.get("provenance") or {}).get("config") or {}
         store = config.get("store") or {}
-        steps = ((config.get("retrain") or {}).get("train") or {}).get("steps")
+        retrain = config.get("retrain") or {}
+        steps = (retrain.get("train") or {}).get("steps")
+        # retrain.model_train gives a model its own step count (the quick presets do): name each model's
+        per_model = {m: ((retrain.get("model_train") or {}).get(m) or {}).get("steps", steps)
+                     for m in model_order(inputs["runs"])}
         parts = [f"preset `{inputs.get('preset') or '?'}`"]
         if store:
             res = store.get("resolution")
@@ -272,7 +276,10 @@ class _Builder:
                          + (f", factor sizes {store['factor_sizes']}" if store.get("factor_sizes") else ""))
         else:
             parts.append("store settings not recorded in the inputs")
-        parts.append(f"{steps} training steps" if steps is not None else "training steps not recorded")
+        if len(set(per_model.values())) > 1:
+            parts.append("training steps " + ", ".join(f"{m} {n}" for m, n in per_model.items()))
+        else:
+            parts.append(f"{steps} training steps" if steps is not None else "training steps not recorded")
         seeds = sorted({r.get("seed") for r in inputs["runs"] if r.get("seed") is not None})
         parts.append(f"{len(seeds)} seed(s)")
         return ", ".join(parts)
