@@ -433,7 +433,12 @@ class _Builder:
                  "how well a linear map from the run's codes predicts the restart's (1: the same information up to "
                  "a linear map). Difference = disentangled − entangled, per seed. How to read it: on mod, a VAE that "
                  "relies on local structure should move towards the entangled restart (difference falls compared "
-                 "with orig); PCL should not.")
+                 "with orig); PCL should not. Both numbers are correlations, so they also fall when a run lays a "
+                 "factor on its latent in another order than the restart does (a circular factor such as hue cut "
+                 "at another place) while capturing the same factor, which MIG does not see: a fall of the correlation "
+                 "to the disentangled restart without a rise towards the entangled one may be such a change of "
+                 "order rather than entanglement. `benchmarks/factor_capture.py WORKDIR --order FACTOR` shows which "
+                 "factors each run captures and in which order.")
         summary = {}
         for inputs in with_alignment:
             name = self._label(inputs)
