@@ -459,3 +459,18 @@ def test_coverage_line_prints_what_exists():
     line = _coverage_line({"linf_quantiles": {"p50": 0.2}, "variation": {"rms_mean": None, "mean_pairwise_rms": 0.5}})
     assert line == "median |m|∞ 0.200; variation across the factor space: mean pairwise rms 0.5."
     assert "no known keys" in _coverage_line({"something_else": 1})
+
+
+def test_figures_with_many_models_stay_readable(tmp_path):
+    # 14 models once gave a 3,787 px row of curve panels and colliding bar labels: both now wrap into rows
+    import matplotlib.image as mpimg
+
+    from probe.report import figures as fig
+
+    models = [f"model-{i}" for i in range(14)]
+    curves = {m: [(v, [0.0, 1.0], [1.0, 0.5]) for v in ("orig", "mod", "noise")] for m in models}
+    width = mpimg.imread(fig.training_curves(curves, tmp_path / "curves.png")).shape[1]
+    assert width <= 1600
+    groups = {(m, v): [0.1, 0.2] for m in models for v in ("orig", "mod", "noise")}
+    bars = mpimg.imread(fig.grouped_bars([("MIG", groups), ("DCI-D", groups)], models, tmp_path / "bars.png"))
+    assert bars.shape[1] <= 1700 and bars.shape[0] > bars.shape[1] / 2  # one panel a row, stacked

@@ -31,9 +31,10 @@ def grouped_bars(panels: list[tuple[str, dict]], models: list[str], path: Path) 
     """One panel per metric: models on the x axis, one bar per variant (mean ± std over seeds), seeds
     as dots. ``panels`` = [(metric label, {(model, variant): [values]})]."""
     plt = _plt()
-    ncols = min(3, len(panels))
-    nrows = math.ceil(len(panels) / ncols)
     width_per = max(3.2, 0.9 * len(models) + 1.2)
+    # at most ~16 inches across (1,600 px at the saved dpi): with many models, fewer panels per row
+    ncols = max(1, min(3, len(panels), int(16 // width_per)))
+    nrows = math.ceil(len(panels) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(width_per * ncols, 2.9 * nrows), squeeze=False)
     width = 0.26
     for ax, (label, groups) in zip(axes.ravel(), panels):
@@ -47,7 +48,7 @@ def grouped_bars(panels: list[tuple[str, dict]], models: list[str], path: Path) 
                        color=VARIANT_COLORS[variant], capsize=2, label=VARIANT_LABELS[variant])
                 ax.scatter(np.full(len(vals), x), vals, s=6, color="black", zorder=3)
         ax.set_xticks(range(len(models)))
-        ax.set_xticklabels(models, rotation=20, ha="right", fontsize=8)
+        ax.set_xticklabels(models, rotation=45, ha="right", rotation_mode="anchor", fontsize=8)
         ax.set_title(label, fontsize=9)
         ax.spines[["top", "right"]].set_visible(False)
     for ax in axes.ravel()[len(panels):]:
@@ -55,7 +56,7 @@ def grouped_bars(panels: list[tuple[str, dict]], models: list[str], path: Path) 
     handles, labels = axes[0][0].get_legend_handles_labels()
     uniq = dict(zip(labels, handles))
     fig.legend(uniq.values(), uniq.keys(), fontsize=8, frameon=False, loc="upper right", ncol=3)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / (2.9 * nrows)))  # ~0.4 inch on top for the legend
     return _save(fig, path)
 
 
@@ -147,8 +148,13 @@ def training_curves(curves: dict, path: Path, key: str = "loss") -> Path:
     """One panel per model; one line per run coloured by variant. ``curves`` = {model: [(variant, steps, values)]}."""
     plt = _plt()
     models = list(curves)
-    fig, axes = plt.subplots(1, len(models), figsize=(3.4 * len(models), 2.8), squeeze=False)
-    for ax, model in zip(axes[0], models):
+    # a grid of at most 4 columns: one row of 14 panels was 3,787 px wide and unreadable at 100 %
+    ncols = min(4, len(models))
+    nrows = math.ceil(len(models) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.6 * nrows), squeeze=False)
+    for ax in axes.ravel()[len(models):]:
+        ax.axis("off")
+    for ax, model in zip(axes.ravel(), models):
         seen = set()
         for variant, steps, values in curves[model]:
             ax.plot(steps, values, color=VARIANT_COLORS[variant], lw=0.9, alpha=0.8,
@@ -157,8 +163,10 @@ def training_curves(curves: dict, path: Path, key: str = "loss") -> Path:
         ax.set_title(model, fontsize=9)
         ax.set_xlabel("step")
         ax.spines[["top", "right"]].set_visible(False)
-    axes[0][0].set_ylabel(key)
+    for row in axes:
+        row[0].set_ylabel(key)
     axes[0][0].legend(fontsize=8, frameon=False)
+    fig.tight_layout()
     return _save(fig, path)
 
 
