@@ -109,7 +109,8 @@ def _metrics(mig: float, rng, active: int = 4) -> dict:
     }
 
 
-def write_fake_workdir(root, *, store_path=None, restart_dirs=None, robustness=True, seeds=(0, 1, 2)) -> dict:
+def write_fake_workdir(root, *, store_path=None, restart_dirs=None, robustness=True, seeds=(0, 1, 2), preset="quick",
+                       config=None) -> dict:
     rng = np.random.default_rng(0)
     root.mkdir(parents=True, exist_ok=True)
     runs = []
@@ -145,10 +146,10 @@ def write_fake_workdir(root, *, store_path=None, restart_dirs=None, robustness=T
         run_dir = (restart_dirs or {}).get(sel) or root / "restarts" / f"r{i}"
         restarts.append({"run_dir": str(run_dir), "seed": i, "mig": mig, "selected": sel})
     inputs = {
-        "pipeline": "modify-dsprites", "preset": "smoke", "dataset": "dsprites", "workdir": str(root),
+        "pipeline": "modify-dsprites", "preset": preset, "dataset": "dsprites", "workdir": str(root),
         "provenance": {"code_version": {"probe_version": "0.1.0", "git_commit": "abc123", "source_digest": "f" * 64},
                        "environment": {"python": "3.11", "torch": "2.13.0", "cuda": None},
-                       "started": "2025-01-01T00:00:00", "wall_time_s": 123.4, "config": {"restarts": 3}},
+                       "started": "2025-01-01T00:00:00", "wall_time_s": 123.4, "config": config or {"restarts": 3}},
         "stores": {"orig": {"path": str(store_path or root / "missing.zarr"), "digest": "a" * 64},
                    "mod": {"path": str(root / "mod.zarr"), "digest": "b" * 64, "epsilon": 0.1},
                    "noise": {"path": str(root / "noise.zarr"), "digest": "c" * 64, "epsilon": 0.1}},
@@ -421,7 +422,7 @@ def test_runs_csv_summary_numbers_table1_alignment_coverage(tmp_path):
 
     # Table 1 figure with the paper's values and the setting caveat
     assert "figures/table1_dsprites.png" in md
-    assert "300k" in md and "64×64" in md and "preset `smoke`" in md
+    assert "300k" in md and "64×64" in md and "preset `quick`" in md
     assert TABLE1_MIG["dsprites"]["beta-vae"]["orig"] == (0.23, 0.08)
     h, w = _png_size(tmp_path / "rep" / "figures" / "table1_dsprites.png")[:2]
     assert h > 100 and w > 150
@@ -474,3 +475,25 @@ def test_figures_with_many_models_stay_readable(tmp_path):
     groups = {(m, v): [0.1, 0.2] for m in models for v in ("orig", "mod", "noise")}
     bars = mpimg.imread(fig.grouped_bars([("MIG", groups), ("DCI-D", groups)], models, tmp_path / "bars.png"))
     assert bars.shape[1] <= 1700 and bars.shape[0] >= 500  # one panel a row: two rows of ~290 px
+
+
+def test_smoke_and_too_short_reports_withhold_verdicts(tmp_path, make_toy_store):
+    store = make_toy_store()
+    write_fake_workdir(tmp_path / "smoke", store_path=store.path, robustness=False, preset="smoke")
+    out = make_report(tmp_path / "smoke", tmp_path / "smoke-rep")
+    md = out["markdown"].read_text()
+    # the first lines after the title say it is a smoke run; the constructed effect gets no verdict
+    assert md.split("\n\n")[1].startswith("**Smoke run: these are not results.**")
+    labels = {m: v["label"] for m, v in json.loads(out["summary"].read_text())["datasets"][0]["models"].items()}
+    assert set(labels.values()) == {"withheld"}
+    assert "**relies on local structure** (" not in md and "**withheld** (smoke run" in md
+
+    # quick preset, but one model trained fewer than MIN_VERDICT_STEPS steps: only its verdict is withheld
+    config = {"retrain": {"train": {"steps": 2000}, "model_train": {"pcl": {"steps": 100}}}}
+    write_fake_workdir(tmp_path / "short", store_path=store.path, robustness=False, config=config)
+    out = make_report(tmp_path / "short", tmp_path / "short-rep")
+    md = out["markdown"].read_text()
+    labels = {m: v["label"] for m, v in json.loads(out["summary"].read_text())["datasets"][0]["models"].items()}
+    assert labels["pcl"] == "withheld" and labels["beta-vae"] == "relies on local structure"
+    assert "**Too short to mean anything:** on dsprites, pcl (100 steps)" in md
+    assert "training steps beta-vae 2000, pcl 100" in md
