@@ -101,3 +101,52 @@ def test_toy_fixture(make_toy_store):
     store = make_toy_store((2, 3, 4, 4), resolution=16, channels=3)
     assert store.images.shape == (96, 16, 16, 3)
     assert store.load_numpy().max() > 0
+
+
+# -- proven intact before use (issue 17) ---------------------------------------------------------------------------
+def _shard_files(store):
+    return sorted(p for p in (store.path / "images").rglob("*") if p.is_file() and p.name != "zarr.json")
+
+
+def test_ensure_intact_verifies_once_then_trusts_the_marker(make_toy_store, monkeypatch):
+    from probe.data import open_store
+    from probe.data.store import VERIFIED_MARKER, Store
+
+    store = make_toy_store()
+    assert not (store.path / VERIFIED_MARKER).exists()
+    open_store(store.path, verify=True)
+    assert (store.path / VERIFIED_MARKER).exists()
+
+    def no_digest(self):
+        raise AssertionError("the marker should have spared the digest")
+
+    monkeypatch.setattr(Store, "compute_digest", no_digest)
+    open_store(store.path, verify=True)  # unchanged files: no recomputation
+
+
+@pytest.mark.parametrize("damage", ["flip", "delete", "truncate", "factor_sizes"])
+def test_damaged_store_is_refused_naming_it(make_toy_store, damage):
+    import json as _json
+
+    from probe.data import open_store
+
+    store = make_toy_store()
+    open_store(store.path, verify=True)  # a marker from when it was intact must not hide the damage
+    shard = _shard_files(store)[0]
+    if damage == "flip":
+        data = bytearray(shard.read_bytes())
+        data[10] ^= 0x01
+        shard.write_bytes(bytes(data))
+    elif damage == "delete":
+        shard.unlink()
+    elif damage == "truncate":
+        shard.write_bytes(shard.read_bytes()[:100])
+    else:
+        meta_path = store.path / "zarr.json"
+        meta = _json.loads(meta_path.read_text())
+        sizes = meta["attributes"]["probe"]["factor_sizes"]
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+        meta_path.write_text(_json.dumps(meta))
+    with pytest.raises(UserError) as err:
+        open_store(store.path, verify=True)
+    assert str(store.path) in str(err.value)

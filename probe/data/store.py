@@ -24,7 +24,9 @@ and of ``factors`` (int32, little endian). ``verify`` recomputes it.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -37,6 +39,7 @@ from probe.provenance import atomic_path, code_version
 FORMAT_VERSION = 1
 SHARD_BYTES = 8 << 20  # ~8 MiB per shard file
 ORIGIN_KINDS = ("official", "synthetic", "perturbed", "noise")
+VERIFIED_MARKER = ".probe-verified.json"  # Store.ensure_intact's record of a successful verify
 
 
 def images_per_shard(image_shape: Sequence[int]) -> int:
@@ -575,11 +578,57 @@ class Store:
 
     def verify(self) -> dict:
         """Recompute the content digest and re-check the grid; raises UserError on any mismatch."""
-        _validate_meta(self.factor_names, self.factor_sizes, self.factor_values, self.factors, self.grid)
-        actual = self.compute_digest()
+        try:
+            _validate_meta(self.factor_names, self.factor_sizes, self.factor_values, self.factors, self.grid)
+        except UserError as exc:
+            raise UserError(f"{self.path}: {exc}; the store's metadata does not match its factors") from None
+        try:
+            actual = self.compute_digest()
+        except (OSError, ValueError, KeyError) as exc:  # a truncated or unreadable shard file
+            raise UserError(f"{self.path}: the images cannot be read ({type(exc).__name__}: {exc}); "
+                            "the store is corrupt") from None
         if actual != self.digest:
             raise UserError(f"{self.path}: content digest mismatch (recorded {self.digest[:16]}…, actual {actual[:16]}…); the store is corrupt")
         return {"path": str(self.path), "digest": actual, "num_images": self.num_images, "ok": True}
+
+    def _file_stats(self) -> list[list]:
+        """[relative path, size, mtime_ns] of every file of the store (the marker itself left out), sorted."""
+        stats = []
+        for root, _, files in os.walk(self.path):
+            for name in files:
+                if name.startswith(VERIFIED_MARKER):
+                    continue
+                path = Path(root) / name
+                st = path.stat()
+                stats.append([path.relative_to(self.path).as_posix(), st.st_size, st.st_mtime_ns])
+        return sorted(stats)
+
+    def ensure_intact(self) -> "Store":
+        """Prove the store intact before training or evaluating on it; UserError naming the store if not.
+
+        A full :meth:`verify` (grid and content digest) runs once; its success is recorded in a marker file
+        keyed to every file's size and modification time, so later opens cost one ``stat`` per file. Any
+        change to a file (a flipped bit, a deleted or truncated shard, an edited attribute) invalidates the
+        marker and the next open verifies again. The marker guards against accidents, not tampering:
+        ``probe datasets verify`` always recomputes. A store that cannot take the marker (read-only) is
+        verified on every open."""
+        stats = self._file_stats()
+        marker = self.path / VERIFIED_MARKER
+        try:
+            record = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            record = None
+        if isinstance(record, dict) and record.get("digest") == self.digest and record.get("files") == stats:
+            return self
+        self.verify()
+        try:  # temporary sibling + rename: a concurrent opener never reads half a marker
+            fd, tmp = tempfile.mkstemp(prefix=VERIFIED_MARKER, dir=self.path)
+            with os.fdopen(fd, "w") as f:
+                json.dump({"digest": self.digest, "files": stats}, f)
+            os.replace(tmp, marker)
+        except OSError:
+            pass
+        return self
 
     def info(self) -> dict:
         return {
@@ -589,5 +638,8 @@ class Store:
         }
 
 
-def open_store(path: str | os.PathLike) -> Store:
-    return Store(path)
+def open_store(path: str | os.PathLike, *, verify: bool = False) -> Store:
+    """Open a store; ``verify=True`` also proves it intact (:meth:`Store.ensure_intact`), as everything that
+    trains or evaluates on a store must."""
+    store = Store(path)
+    return store.ensure_intact() if verify else store
