@@ -13,6 +13,7 @@ import click
 
 from probe import __version__
 from probe.errors import UserError
+from probe.imports import load_attr
 
 # command name -> "module:attribute" of a click command or group
 SUBCOMMANDS = {
@@ -43,8 +44,7 @@ class LazyGroup(click.Group):
     def get_command(self, ctx, name):
         if name not in SUBCOMMANDS or not self._spec_exists(name):
             return None
-        module_name, _, attr = SUBCOMMANDS[name].partition(":")
-        return getattr(importlib.import_module(module_name), attr)
+        return load_attr(SUBCOMMANDS[name])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from probe.pipeline import run_pipeline
-from probe.pipeline.engine import LOCK_FILE, workdir_status
+from probe.pipeline.workdir import LOCK_FILE, workdir_status
 from conftest import run_probe
 
 pytestmark = pytest.mark.slow
@@ -260,7 +260,7 @@ def test_local_cluster_workers_start_without_malloc_trim_threshold():
     # dask's default MALLOC_TRIM_THRESHOLD_=65536 made CPU training 1.47× slower in its workers
     import dask
 
-    from probe.pipeline.engine import DaskExecutor
+    from probe.pipeline.executors import DaskExecutor
 
     with dask.config.set({"distributed.nanny.pre-spawn-environ": {"MALLOC_TRIM_THRESHOLD_": 65536, "OMP_NUM_THREADS": 1}}):
         executor = DaskExecutor(workers=1)
