@@ -43,7 +43,7 @@ from typing import Callable
 from probe.errors import UserError
 from probe.pipeline.checks import validate_modify
 from probe.pipeline.engine import Stage, stage_digests
-from probe.pipeline.stages.common import VARIANTS
+from probe.pipeline.variants import VARIANTS
 from probe.pipeline.workdir import STAGE_FILE, final_dir
 
 AUDIT_PIPELINE = "audit"

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from probe.errors import UserError
-from probe.pipeline.stages.common import VARIANTS, model_train, primary_hyperparameter
+from probe.pipeline.stages.common import model_train, primary_hyperparameter
+from probe.pipeline.variants import VARIANTS
 
 
 def validate_modify(config: dict) -> None:

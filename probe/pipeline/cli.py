@@ -19,10 +19,10 @@ def pipeline():
 
 @pipeline.command("list")
 def list_cmd():
-    """The pipelines in pipelines/*.toml with their presets."""
-    from probe.pipeline.config import load_definition, pipeline_files
+    """The pipelines in pipelines/*.toml with their presets (bases such as modify.toml are not pipelines)."""
+    from probe.pipeline.config import load_definition, pipeline_names
 
-    for name in pipeline_files():
+    for name in pipeline_names():
         _, raw = load_definition(name)
         click.echo(f"{name:<20} presets: {', '.join(raw.get('presets', {}))}")
 

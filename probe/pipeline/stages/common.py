@@ -1,5 +1,5 @@
-"""What several stages share: the dataset variants and their stores, run keys and run configs, the
-training job, evaluation settings and the evaluation call.
+"""What several stages share: run keys and run configs, the training job, evaluation settings and the
+evaluation call.
 
 Choices (paper vs reference code):
 * Restarts, retrained models and robustness runs use seeds 0..n-1 (the retrained ones from
@@ -15,19 +15,8 @@ import math
 from pathlib import Path
 
 from probe.errors import UserError
+from probe.pipeline.variants import variant_store
 from probe.pipeline.worker import JobContext
-
-# The dataset variants a model is trained on, and the stage whose result holds each one's store.
-VARIANTS = ("orig", "mod", "noise")
-VARIANT_STAGES = {"orig": "store", "mod": "apply", "noise": "noise"}
-
-
-def variant_store(inputs: dict, variant: str) -> str:
-    """The store path of ``variant`` among a job's input stage results."""
-    if variant not in VARIANT_STAGES:
-        raise UserError(f"unknown dataset variant {variant!r} (known: {', '.join(VARIANTS)})")
-    return inputs[VARIANT_STAGES[variant]]["path"]
-
 
 def single_job_result(key: str):
     """``collect`` of a one-job stage: the job's result, plus ``jobs`` like every stage result."""

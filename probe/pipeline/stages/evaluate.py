@@ -6,7 +6,8 @@ from __future__ import annotations
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.worker import JobContext
 from probe.pipeline.stages.alignment import run_alignment
-from probe.pipeline.stages.common import evaluate_metrics, evaluate_settings, variant_store
+from probe.pipeline.stages.common import evaluate_metrics, evaluate_settings
+from probe.pipeline.variants import variant_store
 from probe.pipeline.stages.retrain import retrain_jobs
 
 
