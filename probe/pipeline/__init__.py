@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from probe.errors import UserError
+from probe.pipeline.config import flatten, resolve
 from probe.pipeline.engine import Stage, StageFailed, StageReport, run_stages
 from probe.pipeline.executors import make_executor
 from probe.pipeline.graph import graph_of
@@ -53,8 +54,6 @@ class PipelineRun:
 def plan_pipeline(name: str, *, preset: str = "smoke", overrides: dict | None = None, workdir=None,
                   meta: dict | None = None) -> Plan:
     """Resolve and validate a pipeline (no work, no files); raises UserError on any bad config."""
-    from probe.pipeline.config import resolve
-
     config = resolve(name, preset, overrides)
     graph = graph_of(config)
     graph.validate(config)
@@ -116,8 +115,6 @@ def _now() -> str:
 
 def format_plan(plan: Plan) -> str:
     """The resolved plan: stages, digests-independent job counts, estimated work, then every config key."""
-    from probe.pipeline.config import flatten
-
     lines = [f"pipeline {plan.name}  preset {plan.preset}", "", "stages:"]
     total_steps = 0
     total_jobs = 0

@@ -42,6 +42,7 @@ from typing import Callable
 
 from probe.errors import UserError
 from probe.pipeline.checks import validate_modify
+from probe.pipeline.config import flatten, resolve
 from probe.pipeline.engine import Stage, stage_digests
 from probe.pipeline.variants import VARIANTS
 from probe.pipeline.workdir import STAGE_FILE, final_dir
@@ -97,8 +98,6 @@ def plugin_error(label: str, exc: BaseException) -> UserError:
 def reference_configs(config: dict) -> tuple[str, dict, dict]:
     """(reference pipeline name, its config as `probe pipeline run` resolves it, the config narrowed to
     ``reference.models``)."""
-    from probe.pipeline.config import flatten, resolve
-
     dataset = config["pipeline"]["dataset"]
     pipelines = config["reference"]["pipelines"]
     if dataset not in pipelines:

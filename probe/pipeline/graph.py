@@ -18,7 +18,7 @@ import dataclasses
 from typing import Callable
 
 from probe.errors import UserError
-from probe.pipeline import audit
+from probe.pipeline.audit import audit_config, validate_audit
 from probe.pipeline.checks import validate_linear_pca, validate_modify
 from probe.pipeline.engine import Stage
 from probe.pipeline.stages import (apply, evaluate, linear_pca, linear_pca_report, manipulate, noise, plugin_check,
@@ -67,7 +67,7 @@ LINEAR_PCA = Graph((
 
 
 def _audit_config(config: dict, meta: dict) -> dict:
-    return audit.audit_config(config, meta, reference_stages=MODIFY.stages)
+    return audit_config(config, meta, reference_stages=MODIFY.stages)
 
 
 AUDIT = Graph((
@@ -83,7 +83,7 @@ AUDIT = Graph((
     evaluate.stage,
     plugin_evaluate.stage,
     audit_stage.stage,
-), audit.validate_audit, prepare=_audit_config)
+), validate_audit, prepare=_audit_config)
 
 GRAPHS = {"modify": MODIFY, "linear-pca": LINEAR_PCA, "audit": AUDIT}
 

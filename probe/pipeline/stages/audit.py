@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from probe.pipeline.audit import AUDIT_PIPELINE, format_audit, model_verdict, rule_text
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.worker import JobContext
 from probe.pipeline.report_inputs import report_inputs, run_entries
+from probe.pipeline.worker import JobContext
 
 INPUTS = ["store", "manipulate", "apply", "noise", "retrain", "evaluate", "plugin-train", "plugin-evaluate"]
 

@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 
 from probe.errors import UserError
+from probe.pipeline.stages.alignment import run_alignment
 from probe.pipeline.variants import variant_store
 from probe.pipeline.worker import JobContext
 
@@ -59,7 +60,6 @@ def job_train(ctx: JobContext, *, run_config: dict, variant: str, model: str, se
               hyperparameter: str | None = None, scale: float | None = None, evaluate: dict | None = None) -> dict:
     """One training run on the store of ``variant``; with ``scale``, the primary hyperparameter's
     resolved (literature) value is multiplied by it; with ``evaluate``, the run is also evaluated."""
-    from probe.pipeline.stages.alignment import run_alignment
     from probe.train import resolve_run_config, train_run
 
     store_path = variant_store(ctx.inputs, variant)

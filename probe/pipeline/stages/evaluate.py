@@ -4,11 +4,11 @@ selected restarts."""
 from __future__ import annotations
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.worker import JobContext
 from probe.pipeline.stages.alignment import run_alignment
 from probe.pipeline.stages.common import evaluate_metrics, evaluate_settings
-from probe.pipeline.variants import variant_store
 from probe.pipeline.stages.retrain import retrain_jobs
+from probe.pipeline.variants import variant_store
+from probe.pipeline.worker import JobContext
 
 
 def job_evaluate(ctx: JobContext, *, run: str, settings: dict) -> dict:

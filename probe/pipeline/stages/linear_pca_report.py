@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.worker import JobContext
 from probe.pipeline.report_inputs import provenance
+from probe.pipeline.worker import JobContext
 
 
 def job_linear_report(ctx: JobContext, *, meta: dict) -> dict:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.worker import JobContext
 from probe.pipeline.stages.common import single_job_result
+from probe.pipeline.worker import JobContext
 
 
 def job_manipulate(ctx: JobContext, *, config: dict, figure4: bool) -> dict:

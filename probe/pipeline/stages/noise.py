@@ -4,8 +4,8 @@ unless ``noise.epsilon`` says otherwise."""
 from __future__ import annotations
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.worker import JobContext
 from probe.pipeline.stages.common import single_job_result
+from probe.pipeline.worker import JobContext
 
 
 def job_noise(ctx: JobContext, *, epsilon: float, seed: int) -> dict:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from probe.errors import UserError
 from probe.pipeline.audit import plugin_error
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.worker import JobContext
 from probe.pipeline.stages.common import evaluate_metrics, evaluate_settings
-from probe.pipeline.variants import variant_store
 from probe.pipeline.stages.plugin_train import plugin_train_jobs, train_config
+from probe.pipeline.variants import variant_store
+from probe.pipeline.worker import JobContext
 
 
 def job_plugin_evaluate(ctx: JobContext, *, label: str, run: str, settings: dict) -> dict:

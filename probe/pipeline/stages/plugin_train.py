@@ -6,8 +6,8 @@ from __future__ import annotations
 from probe.errors import UserError
 from probe.pipeline.audit import plugin_error
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.worker import JobContext
 from probe.pipeline.stages.common import job_train, retrain_seeds, run_key
+from probe.pipeline.worker import JobContext
 
 
 def job_plugin_train(ctx: JobContext, *, label: str, model: str, variant: str, seed: int, run_config: dict) -> dict:

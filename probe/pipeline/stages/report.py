@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.worker import JobContext
 from probe.pipeline.report_inputs import report_inputs, restart_entries, robustness_entries, run_entries
+from probe.pipeline.why import why_inputs
+from probe.pipeline.worker import JobContext
 
 INPUTS = ["store", "restarts", "select", "manipulate", "apply", "noise", "retrain", "evaluate", "robustness", "linear-pca"]
 
 
 def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
-    from probe.pipeline.why import why_inputs
     from probe.provenance import write_json_atomic
 
     inputs = ctx.inputs

@@ -5,7 +5,8 @@ factors) are kept and flagged (``active_units``); the report decides whether to 
 from __future__ import annotations
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.stages.common import evaluate_settings, job_train, primary_hyperparameter, retrain_seeds, run_config, run_key
+from probe.pipeline.stages.common import (evaluate_settings, job_train, primary_hyperparameter, retrain_seeds, run_config,
+                                          run_key)
 
 
 def stage(config: dict, meta: dict) -> Stage:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.worker import JobContext
 from probe.pipeline.stages.common import single_job_result
+from probe.pipeline.worker import JobContext
 
 
 def job_store(ctx: JobContext, *, dataset: str, source: str, file: str | None, resolution: int,
