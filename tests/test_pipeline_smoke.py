@@ -74,7 +74,7 @@ def test_smoke_completes_every_stage(smoke):
 
     # metrics for every (model, variant, seed), each run complete with its learning curve
     runs = _runs_by_key(ri)
-    first = config["retrain"]["first_seed"]  # retrain seeds start past the restarts' (stages.retrain_seeds)
+    first = config["retrain"]["first_seed"]  # retrain seeds start past the restarts' (stages.common.retrain_seeds)
     assert first == 100
     expected = {(m, v, s) for m in config["retrain"]["models"] for v in ("orig", "mod", "noise") for s in (first, first + 1)}
     assert set(runs) == expected and len(expected) == len(config["retrain"]["models"]) * 6
