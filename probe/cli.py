@@ -6,14 +6,13 @@ Exit codes: 0 success, 2 user error (one message on stderr, no traceback), 1 bug
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 import click
 
 from probe import __version__
 from probe.errors import UserError
-from probe.imports import load_attr
+from probe.imports import importable, load_attr
 
 # command name -> "module:attribute" of a click command or group
 SUBCOMMANDS = {
@@ -35,11 +34,7 @@ class LazyGroup(click.Group):
 
     @staticmethod
     def _spec_exists(name: str) -> bool:
-        module = SUBCOMMANDS[name].partition(":")[0]
-        try:
-            return importlib.util.find_spec(module) is not None
-        except ModuleNotFoundError:
-            return False
+        return importable(SUBCOMMANDS[name])
 
     def get_command(self, ctx, name):
         if name not in SUBCOMMANDS or not self._spec_exists(name):

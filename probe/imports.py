@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 from probe.errors import UserError
 
@@ -27,6 +28,14 @@ def load_attr(target: str, what: str | None = None):
         return getattr(module, attr)
     except AttributeError:
         raise UserError(f"{what}: module {module_name!r} has no attribute {attr!r}") from None
+
+
+def importable(target: str) -> bool:
+    """Whether the module of ``"package.module:attr"`` can be found (without importing it)."""
+    try:
+        return importlib.util.find_spec(target.partition(":")[0]) is not None
+    except ModuleNotFoundError:  # a missing parent package
+        return False
 
 
 def qualified_name(obj) -> str:

@@ -122,3 +122,18 @@ def test_extends_merges_in_base_order_and_checks_must_set(tmp_path):
     child.write_text('extends = "loop"\n')
     with pytest.raises(UserError, match="extends it back"):
         resolve(str(child), "small")
+
+
+def test_the_module_attr_loader():
+    from probe.imports import importable, load_attr, qualified_name
+    from probe.pipeline.stages.store import job_store
+
+    assert qualified_name(job_store) == "probe.pipeline.stages.store:job_store"
+    assert load_attr(qualified_name(job_store)) is job_store and importable(qualified_name(job_store))
+    assert not importable("no_such_package.mod:x")
+    for target, match in [("nocolon", "expected 'package.module:Class'"), ("no_such_package_x:A", "importing module"),
+                          ("probe.pipeline.stages.store:nope", "has no attribute 'nope'")]:
+        with pytest.raises(UserError, match=match):
+            load_attr(target, "plug-in model 'x'")
+    with pytest.raises(ModuleNotFoundError):  # probe's own targets: a failure is a bug, not a user error
+        load_attr("no_such_package_x:A")

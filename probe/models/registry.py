@@ -3,11 +3,10 @@ group ``probe.models`` or ad hoc as ``package.module:Class``."""
 
 from __future__ import annotations
 
-import importlib
 from importlib import metadata
 
 from probe.errors import UserError
-from probe.imports import load_attr
+from probe.imports import importable, load_attr
 
 BUILTIN_MODELS: dict[str, str] = {
     "ae": "probe.models.ae:AE",
@@ -41,8 +40,7 @@ def available_models() -> list[str]:
 
 
 def _builtin_importable(name: str) -> bool:
-    module_name = BUILTIN_MODELS[name].partition(":")[0]
-    return importlib.util.find_spec(module_name) is not None
+    return importable(BUILTIN_MODELS[name])
 
 
 def get_model_class(name: str):
