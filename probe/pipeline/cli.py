@@ -73,7 +73,7 @@ def run(name, preset, workdir, scheduler, workers, until, force, sets, quiet):
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def status(workdir, as_json):
     """What is done, running and failed in WORKDIR."""
-    from probe.pipeline.engine import workdir_status
+    from probe.pipeline.workdir import workdir_status
 
     st = workdir_status(workdir)
     if as_json:
