@@ -70,7 +70,8 @@ def test_a_job_named_by_a_string_is_refused():
 @pytest.mark.parametrize("dataset", ["dsprites", "shapes3d"])
 def test_the_base_gives_every_preset_the_config_the_standalone_file_gave(dataset):
     """tests/data/pre_base/ holds modify-<dataset>.toml as they were before the base existed; the resolved
-    configs must be equal, key order included (`probe pipeline show` prints them in that order)."""
+    configs must be equal, key order included (`probe pipeline show` prints them in that order). A deliberate
+    change to a preset is made in both places."""
     before = PRE_BASE / f"modify-{dataset}.toml"
     presets = tomllib.loads(before.read_text())["presets"]
     for preset in presets:
