@@ -6,13 +6,13 @@ Exit codes: 0 success, 2 user error (one message on stderr, no traceback), 1 bug
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 import click
 
 from probe import __version__
 from probe.errors import UserError
+from probe.imports import importable, load_attr
 
 # command name -> "module:attribute" of a click command or group
 SUBCOMMANDS = {
@@ -34,17 +34,12 @@ class LazyGroup(click.Group):
 
     @staticmethod
     def _spec_exists(name: str) -> bool:
-        module = SUBCOMMANDS[name].partition(":")[0]
-        try:
-            return importlib.util.find_spec(module) is not None
-        except ModuleNotFoundError:
-            return False
+        return importable(SUBCOMMANDS[name])
 
     def get_command(self, ctx, name):
         if name not in SUBCOMMANDS or not self._spec_exists(name):
             return None
-        module_name, _, attr = SUBCOMMANDS[name].partition(":")
-        return getattr(importlib.import_module(module_name), attr)
+        return load_attr(SUBCOMMANDS[name])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

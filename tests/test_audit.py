@@ -19,7 +19,8 @@ import pytest
 
 from probe.cli import main as probe_main
 from probe.pipeline.audit import REFERENCE_STAGES, plugin_slug
-from probe.pipeline.engine import STAGE_FILE, final_dir, stage_digests
+from probe.pipeline.engine import stage_digests
+from probe.pipeline.workdir import STAGE_FILE, final_dir
 from conftest import run_probe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,7 +144,7 @@ def test_broken_plugin_exit_2_names_it_and_keeps_the_cache(audited, capsys, targ
     assert {k: v for k, v in after.items() if k in before} == before  # nothing finished was touched
     if target.endswith("NaNLater"):  # passed the pre-flight check: that stage is finished and kept
         assert "plugin-train" in err and sorted({k.split("/")[0] for k in set(after) - set(before)}) == ["plugin-check"]
-        from probe.pipeline.engine import workdir_status
+        from probe.pipeline.workdir import workdir_status
 
         st = {s["name"]: s for s in workdir_status(workdir)["stages"]}
         assert st["plugin-train"]["state"] == "failed" and st["retrain"]["state"] == "complete"

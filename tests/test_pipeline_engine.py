@@ -13,12 +13,12 @@ import pytest
 
 from probe.errors import UserError
 from probe.pipeline import engine
-from probe.pipeline.engine import Job, Stage, StageFailed, run_stages, workdir_lock, workdir_status
+from probe.pipeline.engine import Job, Stage, StageFailed, run_stages
+from probe.pipeline.executors import local_cluster_size
+from probe.pipeline.workdir import LOCK_FILE, workdir_lock, workdir_status
 
-THIS = "test_pipeline_engine"
 
-
-# -- fake job functions (importable as test_pipeline_engine:...) ---------------------------------------------
+# -- fake job functions ----------------------------------------------------------------------------------------
 
 def _count(ctx, name):
     counter = Path(os.environ["PROBE_TEST_COUNTER"])
@@ -61,12 +61,12 @@ def _sum(config, inputs, results):
     return {"total": sum(r["y"] for r in results.values()), "jobs": results}
 
 
-def make_stages(value=3, n=3, square_fn="fake_square", extra=None):
+def make_stages(value=3, n=3, square_fn=fake_square, extra=None):
     stages = [
-        Stage("source", {"value": value}, [], lambda c: [Job("src", f"{THIS}:fake_source", {"value": c["value"]})]),
+        Stage("source", {"value": value}, [], lambda c: [Job("src", fake_source, {"value": c["value"]})]),
         Stage("square", {"n": n}, ["source"],
-              lambda c: [Job(f"j{i}", f"{THIS}:{square_fn}", {"i": i}) for i in range(c["n"])], _sum),
-        Stage("final", {}, ["square"], lambda c: [Job("f", f"{THIS}:fake_flaky", {"i": 0})]),
+              lambda c: [Job(f"j{i}", square_fn, {"i": i}) for i in range(c["n"])], _sum),
+        Stage("final", {}, ["square"], lambda c: [Job("f", fake_flaky, {"i": 0})]),
     ]
     return stages + (extra or [])
 
@@ -127,7 +127,7 @@ def test_force_and_until(tmp_path, counter):
 def test_failed_job_stops_stage_keeps_finished_jobs(tmp_path, counter, monkeypatch):
     wd = tmp_path / "wd"
     with pytest.raises(StageFailed) as info:
-        run_stages(make_stages(square_fn="fake_broken"), wd)
+        run_stages(make_stages(square_fn=fake_broken), wd)
     msg = str(info.value)
     assert "'square'" in msg and "j1" in msg and "job 1 is broken" in msg
     assert str(wd.resolve() / "logs" / "square" / "j1.log") in msg
@@ -140,7 +140,7 @@ def test_failed_job_stops_stage_keeps_finished_jobs(tmp_path, counter, monkeypat
     assert st["running_pid"] is None
 
     monkeypatch.setenv("PROBE_TEST_FIXED", "1")
-    results, reports = run_stages(make_stages(square_fn="fake_broken"), wd)
+    results, reports = run_stages(make_stages(square_fn=fake_broken), wd)
     assert reports[1].jobs_reused == 2 and reports[1].jobs_run == 1
     new = counter()[len(calls):]
     assert "square/broken0" not in new and "square/broken1" in new
@@ -154,7 +154,7 @@ def test_lock_blocks_live_holder_and_takes_over_stale(tmp_path):
     try:
         import socket
 
-        (wd / engine.LOCK_FILE).write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname(), "started": "x"}))
+        (wd / LOCK_FILE).write_text(json.dumps({"pid": sleeper.pid, "host": socket.gethostname(), "started": "x"}))
         with pytest.raises(UserError, match=f"pid {sleeper.pid}"):
             with workdir_lock(wd):
                 pass
@@ -163,16 +163,16 @@ def test_lock_blocks_live_holder_and_takes_over_stale(tmp_path):
         sleeper.wait()
     # the holder is dead now: its lock is stale and is taken over
     with workdir_lock(wd):
-        assert json.loads((wd / engine.LOCK_FILE).read_text())["pid"] == os.getpid()
+        assert json.loads((wd / LOCK_FILE).read_text())["pid"] == os.getpid()
         with pytest.raises(UserError, match=f"pid {os.getpid()}"):  # a second run on the same workdir
             with workdir_lock(wd):
                 pass
-    assert not (wd / engine.LOCK_FILE).exists()
+    assert not (wd / LOCK_FILE).exists()
 
 
 def test_bad_job_key_and_missing_input_stage():
     with pytest.raises(ValueError):
-        Job("a/b", "x:y")
+        Job("a/b", fake_source)
     with pytest.raises(ValueError, match="needs"):
         engine.stage_digests([Stage("b", {}, ["a"], lambda c: [])])
 
@@ -187,9 +187,9 @@ def test_digest_depends_on_code_version_and_inputs():
 
 
 def test_local_cluster_size():
-    workers, threads = engine.local_cluster_size()
+    workers, threads = local_cluster_size()
     assert workers >= 1 and threads >= 1
-    assert engine.local_cluster_size(workers=1)[1] >= 1
+    assert local_cluster_size(workers=1)[1] >= 1
 
 
 # -- config layer -------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from probe.pipeline import run_pipeline
-from probe.pipeline.engine import LOCK_FILE, workdir_status
+from probe.pipeline.workdir import LOCK_FILE, workdir_status
 from conftest import run_probe
 
 pytestmark = pytest.mark.slow
@@ -74,7 +74,7 @@ def test_smoke_completes_every_stage(smoke):
 
     # metrics for every (model, variant, seed), each run complete with its learning curve
     runs = _runs_by_key(ri)
-    first = config["retrain"]["first_seed"]  # retrain seeds start past the restarts' (stages.retrain_seeds)
+    first = config["retrain"]["first_seed"]  # retrain seeds start past the restarts' (stages.common.retrain_seeds)
     assert first == 100
     expected = {(m, v, s) for m in config["retrain"]["models"] for v in ("orig", "mod", "noise") for s in (first, first + 1)}
     assert set(runs) == expected and len(expected) == len(config["retrain"]["models"]) * 6
@@ -260,7 +260,7 @@ def test_local_cluster_workers_start_without_malloc_trim_threshold():
     # dask's default MALLOC_TRIM_THRESHOLD_=65536 made CPU training 1.47× slower in its workers
     import dask
 
-    from probe.pipeline.engine import DaskExecutor
+    from probe.pipeline.executors import DaskExecutor
 
     with dask.config.set({"distributed.nanny.pre-spawn-environ": {"MALLOC_TRIM_THRESHOLD_": 65536, "OMP_NUM_THREADS": 1}}):
         executor = DaskExecutor(workers=1)

@@ -3,10 +3,10 @@ group ``probe.models`` or ad hoc as ``package.module:Class``."""
 
 from __future__ import annotations
 
-import importlib
 from importlib import metadata
 
 from probe.errors import UserError
+from probe.imports import importable, load_attr
 
 BUILTIN_MODELS: dict[str, str] = {
     "ae": "probe.models.ae:AE",
@@ -29,20 +29,6 @@ BUILTIN_MODELS: dict[str, str] = {
 ENTRY_POINT_GROUP = "probe.models"
 
 
-def _load_target(target: str, what: str):
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise UserError(f"{what}: expected 'package.module:Class', got {target!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # the plug-in's own import error: name it, no traceback
-        raise UserError(f"{what}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}") from None
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise UserError(f"{what}: module {module_name!r} has no attribute {attr!r}") from None
-
-
 def entry_point_models() -> dict[str, metadata.EntryPoint]:
     return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
@@ -54,14 +40,13 @@ def available_models() -> list[str]:
 
 
 def _builtin_importable(name: str) -> bool:
-    module_name = BUILTIN_MODELS[name].partition(":")[0]
-    return importlib.util.find_spec(module_name) is not None
+    return importable(BUILTIN_MODELS[name])
 
 
 def get_model_class(name: str):
     """Resolve a model by registry name, entry-point name or ``module:Class``."""
     if name in BUILTIN_MODELS:
-        return _load_target(BUILTIN_MODELS[name], f"model {name!r}")
+        return load_attr(BUILTIN_MODELS[name], f"model {name!r}")
     eps = entry_point_models()
     if name in eps:
         try:
@@ -69,6 +54,6 @@ def get_model_class(name: str):
         except Exception as exc:
             raise UserError(f"plug-in model {name!r} (entry point {eps[name].value}): loading failed: {type(exc).__name__}: {exc}") from None
     if ":" in name:
-        return _load_target(name, f"plug-in model {name!r}")
+        return load_attr(name, f"plug-in model {name!r}")
     raise UserError(f"unknown model {name!r}; `probe models list` shows the available ones "
                     "(or pass a plug-in as package.module:Class)")

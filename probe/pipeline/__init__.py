@@ -6,24 +6,27 @@ Public API::
                  until=None, force=None, progress=True) -> PipelineRun
     plan_pipeline(name, *, preset="smoke", overrides=None, workdir=None) -> Plan
     format_plan(plan) -> str
-    workdir_status(workdir) -> dict          (probe.pipeline.engine)
+    workdir_status(workdir) -> dict          (probe.pipeline.workdir)
 
 Pipelines are TOML files in ``pipelines/`` (probe.pipeline.config); a pipeline's ``[pipeline] kind``
-picks its stage graph: ``modify`` (probe.pipeline.stages), ``linear-pca`` (probe.pipeline.linear_pca) or
-``audit`` (probe.pipeline.audit; normally run as ``probe audit --model X``).
+picks its stage graph (probe.pipeline.graph): ``modify``, ``linear-pca`` or ``audit`` (normally run as
+``probe audit --model X``). The stages are modules of probe.pipeline.stages.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import time
 from pathlib import Path
 
 from probe.errors import UserError
-from probe.pipeline.engine import (Progress, Stage, StageFailed, StageReport, make_executor, run_stages,
-                                   stage_digests, workdir_lock, workdir_status)
+from probe.pipeline.config import flatten, resolve
+from probe.pipeline.engine import Stage, StageFailed, StageReport, run_stages
+from probe.pipeline.executors import make_executor
+from probe.pipeline.graph import graph_of
+from probe.pipeline.progress import Progress
+from probe.pipeline.workdir import workdir_lock, workdir_status
 
 __all__ = ["run_pipeline", "plan_pipeline", "format_plan", "workdir_status", "StageFailed", "PipelineRun", "Plan"]
 
@@ -48,27 +51,13 @@ class PipelineRun:
         return sum(r.jobs_run for r in self.reports)
 
 
-def _builders():
-    from probe.pipeline import audit, linear_pca, stages
-
-    return {"modify": (stages.modify_stages, stages.validate_modify),
-            "linear-pca": (linear_pca.linear_pca_stages, linear_pca.validate_linear_pca),
-            "audit": (audit.audit_stages, audit.validate_audit)}
-
-
 def plan_pipeline(name: str, *, preset: str = "smoke", overrides: dict | None = None, workdir=None,
                   meta: dict | None = None) -> Plan:
     """Resolve and validate a pipeline (no work, no files); raises UserError on any bad config."""
-    from probe.pipeline.config import resolve
-
     config = resolve(name, preset, overrides)
-    kind = config["pipeline"].get("kind", "modify")
-    builders = _builders()
-    if kind not in builders:
-        raise UserError(f"pipeline kind {kind!r} is not known (known: {', '.join(builders)})")
-    build, validate = builders[kind]
-    validate(config)
-    return Plan(config["pipeline"]["name"], preset, config, build(config, meta or {}))
+    graph = graph_of(config)
+    graph.validate(config)
+    return Plan(config["pipeline"]["name"], preset, config, graph.stages(config, meta or {}))
 
 
 def run_pipeline(name: str, *, workdir, preset: str = "smoke", overrides: dict | None = None,
@@ -126,8 +115,6 @@ def _now() -> str:
 
 def format_plan(plan: Plan) -> str:
     """The resolved plan: stages, digests-independent job counts, estimated work, then every config key."""
-    from probe.pipeline.config import flatten
-
     lines = [f"pipeline {plan.name}  preset {plan.preset}", "", "stages:"]
     total_steps = 0
     total_jobs = 0

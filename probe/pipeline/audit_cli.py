@@ -1,9 +1,18 @@
 """``probe audit --model X``: train a plug-in model on original / modified / noise data next to the
-reference models and print the verdict (probe.pipeline.audit; pipelines/audit.toml)."""
+reference models and print the verdict (probe.pipeline.audit; pipelines/audit.toml). ``run_audit`` runs
+the audit pipeline and publishes its files."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
 import click
+
+from probe.errors import UserError
+from probe.pipeline import StageFailed, format_plan, plan_pipeline, run_pipeline
+from probe.pipeline.audit import AUDIT_PIPELINE, AUDITS_DIR, PLUGIN_STAGES, format_audit, reference_configs
 
 
 @click.command()
@@ -36,16 +45,11 @@ def audit(target, dataset, preset, seeds, workdir, scheduler, workers, sets, pla
     (audit.md, audit.json, and report_inputs.json for `probe report WORKDIR/audits/<model>`).
     Exit code 2 when the plug-in is broken; finished stages and runs are kept.
     """
-    from pathlib import Path
-
     from probe.cli import parse_set_options
-    from probe.pipeline.audit import AUDIT_PIPELINE, format_audit, reference_configs, run_audit
 
     overrides = parse_set_options(sets)
     workdir = Path(workdir) if workdir else Path("runs") / f"{dataset}-{preset}"
     if plan_only:
-        from probe.pipeline import format_plan, plan_pipeline
-
         over = {**overrides, "plugin.model": target, "pipeline.dataset": dataset}
         if seeds is not None:
             over["plugin.seeds"] = seeds
@@ -61,3 +65,47 @@ def audit(target, dataset, preset, seeds, workdir, scheduler, workers, sets, pla
                        scheduler=scheduler, workers=workers, progress=not quiet)
     click.echo(format_audit(result))
     click.echo(f"written: {result['paths']['markdown']} and {result['paths']['json']}")
+
+
+def run_audit(target: str, *, workdir, dataset: str = "dsprites", preset: str = "smoke", seeds: int | None = None,
+              overrides: dict | None = None, scheduler: str | None = None, workers: int | None = None,
+              progress: bool = True) -> dict:
+    """Run (or resume) the audit of plug-in ``target`` in ``workdir``; returns the audit result
+    (``audit.json``'s content) plus ``paths`` of the files published to ``WORKDIR/audits/<slug>/``.
+    A failure in a plug-in stage raises UserError naming the plug-in; finished work is kept."""
+    over = dict(overrides or {})
+    over.update({"plugin.model": target, "pipeline.dataset": dataset})
+    if seeds is not None:
+        over["plugin.seeds"] = seeds
+    workdir = Path(workdir).resolve()
+    try:
+        run = run_pipeline(AUDIT_PIPELINE, workdir=workdir, preset=preset, overrides=over, scheduler=scheduler,
+                           workers=workers, progress=progress)
+    except StageFailed as exc:
+        if exc.stage not in PLUGIN_STAGES:
+            raise
+        err = exc.error
+        problem = str(err) if isinstance(err, UserError) else f"plug-in {target}: {type(err).__name__}: {err}"
+        if not problem.startswith("plug-in"):
+            problem = f"plug-in {target}: {problem}"
+        raise UserError(f"{problem}\n(stage {exc.stage!r}, job {exc.job!r}; log: {exc.log})\nThe stores, the reference "
+                        f"runs and every finished stage and job are kept in {workdir}; fix the plug-in and run the "
+                        "audit again.") from None
+    job = next(iter(run.results["audit"]["jobs"].values()))
+    return publish(workdir, job)
+
+
+def publish(workdir: Path, job: dict) -> dict:
+    """Copy the audit stage's files to ``WORKDIR/audits/<slug>/`` (also after a cached run: the
+    latest audit of a plug-in is the one published)."""
+    from probe.provenance import atomic_path
+
+    out = Path(workdir) / AUDITS_DIR / job["slug"]
+    out.mkdir(parents=True, exist_ok=True)  # may also hold a `probe report` of it: files are replaced one by one
+    for key, name in (("report_inputs", "report_inputs.json"), ("markdown", "audit.md"), ("audit", "audit.json")):
+        with atomic_path(out / name, overwrite=True) as tmp:
+            shutil.copyfile(job[key], tmp)
+    result = json.loads((out / "audit.json").read_text())
+    result["paths"] = {"json": str(out / "audit.json"), "markdown": str(out / "audit.md"),
+                       "report_inputs": str(out / "report_inputs.json")}
+    return result

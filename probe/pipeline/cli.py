@@ -19,10 +19,10 @@ def pipeline():
 
 @pipeline.command("list")
 def list_cmd():
-    """The pipelines in pipelines/*.toml with their presets."""
-    from probe.pipeline.config import load_definition, pipeline_files
+    """The pipelines in pipelines/*.toml with their presets (bases such as modify.toml are not pipelines)."""
+    from probe.pipeline.config import load_definition, pipeline_names
 
-    for name in pipeline_files():
+    for name in pipeline_names():
         _, raw = load_definition(name)
         click.echo(f"{name:<20} presets: {', '.join(raw.get('presets', {}))}")
 
@@ -73,7 +73,7 @@ def run(name, preset, workdir, scheduler, workers, until, force, sets, quiet):
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def status(workdir, as_json):
     """What is done, running and failed in WORKDIR."""
-    from probe.pipeline.engine import workdir_status
+    from probe.pipeline.workdir import workdir_status
 
     st = workdir_status(workdir)
     if as_json:

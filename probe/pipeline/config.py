@@ -1,7 +1,9 @@
 """Pipeline definitions: TOML files in ``pipelines/`` with a base config and ``[presets.NAME]`` overrides.
 
-Resolution: base tables <- ``presets.<preset>`` (deep merge) <- ``--set key=value`` (dotted keys into the
-resolved config). ``--set`` may only replace keys that exist, except inside the free-form tables named
+Resolution: the definition this one ``extends`` (deep merge, recursively) <- its own tables <-
+``presets.<preset>`` (deep merge) <- ``--set key=value`` (dotted keys into the resolved config).
+A definition with ``base = true`` (pipelines/modify.toml) is only extended, never run or listed; its
+``must_set`` names the dotted keys every definition extending it has to set itself. ``--set`` may only replace keys that exist, except inside the free-form tables named
 in ``free_form`` (e.g. ``retrain.model_config``: per-model hyperparameter overrides, checked later by
 the model itself); anything else is a UserError before any work starts.
 """
@@ -16,30 +18,76 @@ from typing import Any
 from probe.errors import UserError
 
 PIPELINES_DIR = Path(__file__).resolve().parents[2] / "pipelines"
-RESERVED = ("presets", "free_form")
+RESERVED = ("presets", "free_form", "extends", "base", "must_set")
 
 
 def pipeline_files() -> dict[str, Path]:
+    """Every definition in ``pipelines/``, bases included."""
     if not PIPELINES_DIR.is_dir():
         return {}
     return {p.stem: p for p in sorted(PIPELINES_DIR.glob("*.toml"))}
 
 
+def pipeline_names() -> list[str]:
+    """The runnable pipelines in ``pipelines/`` (not the bases)."""
+    return [name for name, path in pipeline_files().items() if not _read(path).get("base")]
+
+
 def load_definition(name: str) -> tuple[str, dict]:
-    """(pipeline name, raw TOML dict) for a name in ``pipelines/`` or a path to a .toml file."""
+    """(pipeline name, raw TOML dict with what it extends merged in) for a name in ``pipelines/`` or a path
+    to a .toml file."""
     files = pipeline_files()
     if name in files:
         path = files[name]
     elif name.endswith(".toml") and Path(name).is_file():
         path = Path(name)
     else:
-        known = ", ".join(files) or "(none found)"
+        known = ", ".join(pipeline_names()) or "(none found)"
         raise UserError(f"unknown pipeline {name!r}; known pipelines: {known} (or pass a path to a .toml file)")
+    raw = _read(path)
+    if raw.get("base"):
+        users = [n for n, p in files.items() if _read(p).get("extends") == path.stem]
+        raise UserError(f"{path.stem!r} is the base of {', '.join(users) or 'other pipelines'}, not a pipeline; "
+                        "run one of those")
+    raw = _extended(raw, path)
+    return raw.get("pipeline", {}).get("name", path.stem), raw
+
+
+def _read(path: Path) -> dict:
     try:
-        raw = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: invalid TOML: {exc}") from None
-    return raw.get("pipeline", {}).get("name", path.stem), raw
+
+
+def _extended(raw: dict, path: Path, chain: tuple = ()) -> dict:
+    """``raw`` deep-merged onto the definition it ``extends`` (found next to ``path``, else in ``pipelines/``).
+    The merge keeps the base's key order, so the resolved config reads as the base does."""
+    parent = raw.get("extends")
+    if not parent:
+        return raw
+    if parent in chain:
+        raise UserError(f"{path}: extends {parent!r}, which extends it back ({' -> '.join((*chain, parent))})")
+    sibling = path.parent / f"{parent}.toml"
+    parent_path = sibling if sibling.is_file() else pipeline_files().get(parent)
+    if parent_path is None:
+        raise UserError(f"{path}: extends {parent!r}, which is not a pipeline definition")
+    base = _extended(_read(parent_path), parent_path, (*chain, path.stem))
+    missing = [key for key in base.get("must_set", []) if not _has_dotted(raw, key)]
+    if missing:
+        raise UserError(f"{path}: extends {parent!r} but does not set {', '.join(missing)}")
+    merged = deep_merge({k: v for k, v in base.items() if k not in ("base", "must_set")},
+                       {k: v for k, v in raw.items() if k != "extends"})
+    return merged
+
+
+def _has_dotted(raw: dict, key: str) -> bool:
+    node = raw
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def deep_merge(base: dict, over: dict, *, where: str = "", strict: bool = False, free: tuple = ()) -> dict:

@@ -1,7 +1,7 @@
 """The report's "why" data (Zietlow et al. 2021 §3.3, Fig. 1): does a decoder align with the local
 principal directions of the data it was trained on rather than with the global ones?
 
-``why_inputs(inputs)`` is called by ``job_report`` (probe.pipeline.stages) with the report stage's
+``why_inputs(inputs)`` is called by ``job_report`` (probe.pipeline.stages.report) with the report stage's
 ``ctx.inputs`` and returns the ``"why"`` entry of report_inputs.json (schema: docs/notes/INTERFACES.md):
 for the selected entangled/disentangled restarts (trained on orig) and the retrained beta-vae and pcl
 runs on orig and mod, ``probe.analysis.local_alignment_of_run`` on the run's own training store; and

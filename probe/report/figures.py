@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from probe.pipeline.variants import VARIANTS
+
 VARIANT_COLORS = {"orig": "#4477aa", "mod": "#ee6677", "noise": "#999933"}
 VARIANT_LABELS = {"orig": "original", "mod": "modified", "noise": "noise"}
 
@@ -38,7 +40,7 @@ def grouped_bars(panels: list[tuple[str, dict]], models: list[str], path: Path) 
     fig, axes = plt.subplots(nrows, ncols, figsize=(width_per * ncols, 2.9 * nrows), squeeze=False)
     width = 0.26
     for ax, (label, groups) in zip(axes.ravel(), panels):
-        for v_i, variant in enumerate(("orig", "mod", "noise")):
+        for v_i, variant in enumerate(VARIANTS):
             for m_i, model in enumerate(models):
                 vals = groups.get((model, variant))
                 if not vals:
@@ -190,7 +192,7 @@ def seed_dots(groups: dict, models: list[str], path: Path, ylabel: str, *, title
 
     ``groups`` = {(model, variant): [values]}; ``reference`` = {model: {variant: (mean, std)}}."""
     plt = _plt()
-    variants = ("orig", "mod", "noise")
+    variants = VARIANTS
     fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(models) + 1.5), 3.2))
     rng = np.random.default_rng(0)  # fixed jitter: reruns give the same picture
     slot = 0.27

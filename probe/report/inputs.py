@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from probe.errors import UserError
-
-VARIANTS = ("orig", "mod", "noise")
+from probe.pipeline.variants import VARIANTS
 
 # (key, table label, metric name, field, higher is better); shown only when present in the inputs
 METRICS = [

@@ -1,0 +1,87 @@
+"""How a trained run's codes align with the selected entangled and disentangled restarts (the evaluate
+and robustness jobs record it; the report inputs carry it per run)."""
+
+from __future__ import annotations
+
+from probe.errors import UserError
+
+ALIGNMENT_SAMPLES = 5000          # factor points encoded by the run and by each selected restart
+_RESTART_CODES: dict = {}          # (restart run dir, orig store, sample seed, n, device) -> (codes, active mask)
+
+
+def run_alignment(inputs: dict, run_dir, store_path, settings: dict) -> dict:
+    """``{"alignment": ...}`` for a retrained run: ``probe.metrics.code_alignment`` of its posterior-mean
+    codes to each selected entangled and disentangled restart (averaged over the members of a
+    k-ensemble, each recorded). ``{}`` when the stage has no select input (nothing to compare with);
+    ``{"alignment": None, "alignment_error": reason}`` when it fails: it never fails the evaluation.
+
+    The same factor points for both sides: ``ALIGNMENT_SAMPLES`` grid points drawn without replacement
+    with ``RandomState(evaluate seed)``; the run encodes them from the store it was trained on, each
+    restart from the original store (its training data); its active units (mean posterior variance
+    below ``active_threshold`` over the sample) select the reference latents."""
+    if "select" not in inputs or "store" not in inputs:
+        return {}
+    try:
+        return {"alignment": alignment_of(inputs["select"], run_dir, store_path, inputs["store"]["path"], settings)}
+    except Exception as exc:  # noqa: BLE001 - a diagnostic; recorded, never fatal
+        return {"alignment": None, "alignment_error": f"{type(exc).__name__}: {exc}"}
+
+
+def alignment_of(select: dict, run_dir, store_path, orig_path, settings: dict) -> dict:
+    import numpy as np
+
+    from probe.data import open_store
+    from probe.metrics import code_alignment
+    from probe.metrics.evaluate import model_functions, resolve_settings
+    from probe.train import load_run
+
+    s = resolve_settings(settings.get("sample_sizes") or {})
+    device, seed, threshold = s["device"] or "cpu", int(settings.get("seed", 0)), float(s["active_threshold"])
+    orig, run_store = open_store(orig_path), open_store(store_path)
+    if list(orig.factor_sizes) != list(run_store.factor_sizes):
+        raise UserError(f"store {store_path} has factor sizes {list(run_store.factor_sizes)}, the original store "
+                        f"{list(orig.factor_sizes)}: no shared factor points")
+    n = min(ALIGNMENT_SAMPLES, orig.num_images)
+    orig_idx = np.sort(np.random.RandomState(seed).choice(orig.num_images, size=n, replace=False))
+    run_idx = np.asarray(run_store.index_of(np.asarray(orig.factors[orig_idx])), dtype=np.int64)
+
+    def encode(path, store, idx):
+        model, _ = load_run(path, device=device)
+        encode_fn, _, _ = model_functions(model, device, s["encode_batch_size"])
+        order = np.argsort(idx, kind="stable")         # read in index order, return in sample order
+        out = encode_fn(store.read(idx[order]))
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(order.size)
+        return {k: np.asarray(v)[inverse] for k, v in out.items()}
+
+    codes = encode(run_dir, run_store, run_idx)["codes"]
+    codes = codes.reshape(codes.shape[0], -1).astype(np.float64)
+    result = {}
+    for group in ("entangled", "disentangled"):
+        members = []
+        for restart in select[group]:
+            key = (str(restart), str(orig_path), seed, n, device)
+            if key not in _RESTART_CODES:
+                ref = encode(restart, orig, orig_idx)
+                active = ref["variance"].mean(axis=0) < threshold if "variance" in ref else None
+                if len(_RESTART_CODES) > 16:
+                    _RESTART_CODES.clear()
+                _RESTART_CODES[key] = (ref["codes"].reshape(n, -1).astype(np.float64), active)
+            ref_codes, active = _RESTART_CODES[key]
+            members.append({"run_dir": str(restart), **code_alignment(codes, ref_codes, reference_active=active)})
+        result[group] = {name: _mean_or_none([m[name] for m in members]) for name in ("best_match_corr", "linear_r2")}
+        result[group].update({"members": members, "num_samples": int(n), "seed": seed})
+    return result
+
+
+def _mean_or_none(values: list):
+    values = [float(v) for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def alignment_entry(result: dict) -> dict:
+    """The report_inputs ``alignment`` of one run (None when it was not computed), with its error if any."""
+    entry = {"alignment": result.get("alignment")}
+    if result.get("alignment_error"):
+        entry["alignment_error"] = result["alignment_error"]
+    return entry

@@ -1,0 +1,48 @@
+"""Stage ``audit``: the verdict for the plug-in and every reference model; writes audit.json, audit.md and
+an INTERFACES-format report_inputs.json (so `probe report` can render the full comparison)."""
+
+from __future__ import annotations
+
+from probe.pipeline.audit import AUDIT_PIPELINE, format_audit, model_verdict, rule_text
+from probe.pipeline.engine import Job, Stage
+from probe.pipeline.report_inputs import report_inputs, run_entries
+from probe.pipeline.worker import JobContext
+
+INPUTS = ["store", "manipulate", "apply", "noise", "retrain", "evaluate", "plugin-train", "plugin-evaluate"]
+
+
+def job_audit(ctx: JobContext, *, meta: dict, about: dict, metric: str, seed: int) -> dict:
+    from probe.provenance import write_json_atomic
+
+    inputs = ctx.inputs
+    ref_runs = run_entries(inputs["retrain"], inputs["evaluate"], alignment=False)
+    plugin_runs = run_entries(inputs["plugin-train"], inputs["plugin-evaluate"], alignment=False)
+    models = [about["model_label"], *about["reference_models"]]
+    verdicts = {m: model_verdict(ref_runs + plugin_runs, m, metric, seed=seed) for m in models}
+    published = report_inputs(inputs, meta, pipeline=AUDIT_PIPELINE, runs=plugin_runs + ref_runs,
+                              extra_provenance={"reference_config": about["reference_config"],
+                                                "plugin_settings": about["plugin_settings"]})
+    identity = about["identity"]
+    result = {
+        "plugin": {k: identity[k] for k in ("target", "class", "name", "source", "source_sha256")},
+        "model": about["model_label"], "dataset": meta.get("dataset"), "preset": meta.get("preset"),
+        "reference_pipeline": about["reference_pipeline"], "reference_models": about["reference_models"],
+        "reference_source": about["reference_source"], "metric": metric, "stores": published["stores"],
+        "verdict": verdicts[about["model_label"]], "verdicts": verdicts, "rule": rule_text(),
+        "provenance": published["provenance"],
+    }
+    write_json_atomic(ctx.job_dir / "audit.json", result)
+    write_json_atomic(ctx.job_dir / "report_inputs.json", published)
+    md = ctx.job_dir / "audit.md"
+    md.write_text(format_audit(result))
+    return {"audit": str(ctx.job_dir / "audit.json"), "markdown": str(md),
+            "report_inputs": str(ctx.job_dir / "report_inputs.json"), "slug": about["slug"],
+            "verdict": verdicts[about["model_label"]]["label"]}
+
+
+def stage(config: dict, meta: dict) -> Stage:
+    audit = config["audit"]
+    return Stage("audit", {"plugin": audit["plugin"], "metric": audit["metric"], "seed": audit["seed"]}, INPUTS,
+                 lambda c: [Job(f"{audit['slug']}-audit", job_audit,
+                                {"meta": meta, "about": audit["about"], "metric": c["metric"], "seed": c["seed"]})],
+                 local=True)

@@ -1,0 +1,111 @@
+"""What several stages share: run keys and run configs, the training job, evaluation settings and the
+evaluation call.
+
+Choices (paper vs reference code):
+* Restarts, retrained models and robustness runs use seeds 0..n-1 (the retrained ones from
+  ``retrain.first_seed``); orig/mod/noise share seeds, so each seed is a paired comparison.
+* Every run passes ``dataset = pipeline.dataset`` so the model's Table 2 preset applies on every variant
+  (the modified and noise stores of a dSprites run are still dSprites).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from probe.errors import UserError
+from probe.pipeline.stages.alignment import run_alignment
+from probe.pipeline.variants import variant_store
+from probe.pipeline.worker import JobContext
+
+def single_job_result(key: str):
+    """``collect`` of a one-job stage: the job's result, plus ``jobs`` like every stage result."""
+    def collect(config, inputs, results):
+        return {**results[key], "jobs": results}
+    return collect
+
+
+# -- training runs --------------------------------------------------------------------------------------
+
+def run_key(model: str, variant: str, seed: int, scale: float | None = None) -> str:
+    base = f"{model}-{variant}-s{seed}"
+    return base if scale is None else f"{model}-x{scale:g}-{variant}-s{seed}"
+
+
+def run_config(model: str, dataset: str, seed: int, train: dict, model_config: dict) -> dict:
+    return {"model": model, "model_config": dict(model_config.get(model, {})), "dataset": dataset, "seed": seed,
+            "train": dict(train)}
+
+
+def retrain_seeds(retrain: dict) -> range:
+    """The retrained runs' seeds: ``retrain.seeds`` of them from ``retrain.first_seed``. The modify pipelines start
+    them at 100, past every restart seed: with equal seeds and settings a retrained orig run would repeat a restart,
+    so the orig sample would contain the very runs the selection picked as most entangled and most disentangled."""
+    first = int(retrain.get("first_seed", 0))
+    return range(first, first + int(retrain["seeds"]))
+
+
+def model_train(retrain: dict, model: str) -> dict:
+    """The retrain stage's train settings for ``model``: ``retrain.train`` with ``retrain.model_train[model]`` on top
+    (a preset trains each model as long as it needs, e.g. the AE shorter than the β-VAE)."""
+    return {**retrain["train"], **((retrain.get("model_train") or {}).get(model) or {})}
+
+
+def primary_hyperparameter(config: dict, model: str) -> str | None:
+    return (config.get("hyperparameters") or {}).get(model) or None
+
+
+def job_train(ctx: JobContext, *, run_config: dict, variant: str, model: str, seed: int,
+              hyperparameter: str | None = None, scale: float | None = None, evaluate: dict | None = None) -> dict:
+    """One training run on the store of ``variant``; with ``scale``, the primary hyperparameter's
+    resolved (literature) value is multiplied by it; with ``evaluate``, the run is also evaluated."""
+    from probe.train import resolve_run_config, train_run
+
+    store_path = variant_store(ctx.inputs, variant)
+    run_config = json.loads(json.dumps(run_config))
+    resolved = resolve_run_config(run_config, store_path)
+    hp = {"name": hyperparameter, "value": resolved["model_config"].get(hyperparameter) if hyperparameter else None}
+    if scale is not None:
+        if hyperparameter is None:
+            raise UserError(f"model {model!r} has no primary hyperparameter to scale")
+        hp["value"] = float(resolved["model_config"][hyperparameter]) * float(scale)
+        run_config.setdefault("model_config", {})[hyperparameter] = hp["value"]
+    run_dir = train_run(run_config, store_path, ctx.job_dir / "run", resume=True, device=ctx.device, progress=False)
+    result = {"model": model, "variant": variant, "seed": seed, "run_dir": str(run_dir), "hyperparameter": hp,
+              "curve": str(Path(run_dir) / "metrics.jsonl")}
+    if scale is not None:
+        result["scale"] = float(scale)
+    if evaluate is not None:
+        result["metrics"] = evaluate_metrics(run_dir, store_path, evaluate)
+        result.update(run_alignment(ctx.inputs, run_dir, store_path, evaluate))
+    return result
+
+
+# -- evaluation -----------------------------------------------------------------------------------------
+
+def evaluate_settings(config: dict) -> dict:
+    """The ``[evaluate]`` table as the evaluate jobs take it (and as the stages hash it)."""
+    ev = config["evaluate"]
+    return {"metrics": list(ev["metrics"]), "seed": int(ev["seed"]), "sample_sizes": dict(ev["sample_sizes"])}
+
+
+def evaluate_metrics(run_dir, store_path, settings: dict) -> dict:
+    """``probe.metrics.evaluate_run`` of one run on a store, as strict JSON (NaN -> null)."""
+    from probe.metrics import evaluate_run
+
+    result = evaluate_run(str(run_dir), str(store_path), metrics=settings.get("metrics") or None,
+                          seed=int(settings.get("seed", 0)), **(settings.get("sample_sizes") or {}))
+    return json.loads(json.dumps(result, default=_jsonable))
+
+
+def _jsonable(obj):
+    import numpy as np
+
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    return str(obj)

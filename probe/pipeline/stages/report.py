@@ -1,0 +1,41 @@
+"""Stage ``report`` of the modify pipelines: ``report_inputs.json`` (probe.pipeline.report_inputs) in the job
+folder and in WORKDIR, with the "why" data (probe.pipeline.why), then ``probe.report.make_report``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from probe.pipeline.engine import Job, Stage
+from probe.pipeline.report_inputs import report_inputs, restart_entries, robustness_entries, run_entries
+from probe.pipeline.why import why_inputs
+from probe.pipeline.worker import JobContext
+
+INPUTS = ["store", "restarts", "select", "manipulate", "apply", "noise", "retrain", "evaluate", "robustness", "linear-pca"]
+
+
+def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
+    from probe.provenance import write_json_atomic
+
+    inputs = ctx.inputs
+    workdir = Path(meta["workdir"])
+    lp = inputs["linear-pca"]["jobs"]
+    out = report_inputs(inputs, meta, pipeline=meta["pipeline"],
+                        restarts=restart_entries(inputs["restarts"], inputs["select"]),
+                        runs=run_entries(inputs["retrain"], inputs["evaluate"]),
+                        robustness=robustness_entries(inputs["robustness"]),
+                        linear_pca=lp["linear-pca"]["analysis"] if "linear-pca" in lp else None)
+    out["why"] = why_inputs(inputs)  # Fig. 1: local vs global alignment
+    write_json_atomic(ctx.job_dir / "report_inputs.json", out)
+    write_json_atomic(workdir / "report_inputs.json", out)
+    result = {"report_inputs": str(ctx.job_dir / "report_inputs.json"), "report": None}
+    if make_report:
+        from probe.report import make_report as build_report
+
+        made = build_report(workdir, ctx.job_dir / "report")
+        result["report"] = {k: (str(v) if not isinstance(v, list) else [str(x) for x in v]) for k, v in made.items()}
+    return result
+
+
+def stage(config: dict, meta: dict) -> Stage:
+    return Stage("report", {"make_report": config["report"]["make_report"]}, INPUTS,
+                 lambda c: [Job("report", job_report, {"meta": meta, "make_report": c["make_report"]})], local=True)

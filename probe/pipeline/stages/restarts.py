@@ -1,0 +1,18 @@
+"""Stage ``restarts``: ``restarts.count`` runs of one model on the original store (seeds 0..count-1), the pool
+the select stage picks the most entangled and most disentangled from."""
+
+from __future__ import annotations
+
+from probe.pipeline.engine import Job, Stage
+from probe.pipeline.stages.common import job_train, run_config
+
+
+def stage(config: dict, meta: dict) -> Stage:
+    dataset = config["pipeline"]["dataset"]
+
+    def jobs(c):
+        return [Job(f"seed{s}", job_train, {
+            "run_config": run_config(c["model"], dataset, s, c["train"], {c["model"]: c["model_config"]}),
+            "variant": "orig", "model": c["model"], "seed": s}, work=c["train"]["steps"]) for s in range(c["count"])]
+
+    return Stage("restarts", config["restarts"], ["store"], jobs)

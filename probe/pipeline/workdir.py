@@ -1,0 +1,160 @@
+"""The files of a pipeline workdir: stage folders, the run lock, and what ``probe pipeline status`` reads.
+
+Layout::
+
+    WORKDIR/pipeline.lock                 held while a run is active ({"pid", "host", "started"})
+    WORKDIR/pipeline.json                 the plan of the latest run (config, stage digests, job keys)
+    WORKDIR/<stage>/<digest>/             a complete stage: stage.json (written last) + its job folders
+    WORKDIR/<stage>/<digest>.partial/     a stage being computed; finished jobs inside are kept
+    WORKDIR/<stage>/<digest>.partial/jobs/<key>/   one job: job.json (its result), started.json, error.json
+    WORKDIR/logs/<stage>/<job>.log        one log per job (stdout, stderr, logging)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from probe.errors import UserError
+
+log = logging.getLogger(__name__)
+
+STAGE_FILE = "stage.json"
+JOB_FILE = "job.json"
+ERROR_FILE = "error.json"
+STARTED_FILE = "started.json"
+LOCK_FILE = "pipeline.lock"
+PLAN_FILE = "pipeline.json"
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def final_dir(workdir: Path, stage: str, digest: str) -> Path:
+    return workdir / stage / digest
+
+
+def partial_dir(workdir: Path, stage: str, digest: str) -> Path:
+    return workdir / stage / f"{digest}.partial"
+
+
+def job_dir(stage_dir: Path, key: str) -> Path:
+    return stage_dir / "jobs" / key
+
+
+def log_path(workdir: Path, stage: str, key: str) -> Path:
+    return workdir / "logs" / stage / f"{key}.log"
+
+
+def load_stage_result(workdir: Path, stage: str, digest: str) -> dict | None:
+    path = final_dir(workdir, stage, digest) / STAGE_FILE
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())["result"]
+
+
+# -- the lock ---------------------------------------------------------------------------------------
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def lock_holder(workdir: Path) -> dict | None:
+    """The live holder of the workdir lock, or None (no lock, or a stale one from a dead pid)."""
+    info = read_json(Path(workdir) / LOCK_FILE)
+    if not info:
+        return None
+    if info.get("host") == socket.gethostname() and not _pid_alive(int(info.get("pid", -1))):
+        return None
+    return info
+
+
+@contextlib.contextmanager
+def workdir_lock(workdir: Path):
+    """One run per workdir. A lock left by a dead pid on this host is taken over."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / LOCK_FILE
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "started": now()}
+    for _attempt in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            holder = lock_holder(workdir)
+            if holder is not None:
+                raise UserError(
+                    f"workdir {workdir} is in use by another pipeline run (pid {holder.get('pid')} on "
+                    f"{holder.get('host')}, started {holder.get('started')}); wait for it to finish or "
+                    f"stop it, or use another --workdir (lock file: {path})") from None
+            log.warning("taking over a stale lock %s", path)
+            path.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as f:
+            json.dump(me, f)
+        break
+    else:  # pragma: no cover - another process won the race for a stale lock
+        raise UserError(f"workdir {workdir} was locked by another run just now; try again")
+    try:
+        yield
+    finally:
+        if (read_json(path) or {}).get("pid") == os.getpid():
+            path.unlink(missing_ok=True)
+
+
+# -- status -----------------------------------------------------------------------------------------
+
+def workdir_status(workdir: str | os.PathLike) -> dict:
+    """What the latest run's plan says and what the folders hold: per stage done/running/failed jobs."""
+    workdir = Path(workdir)
+    plan = read_json(workdir / PLAN_FILE)
+    if plan is None:
+        raise UserError(f"{workdir} holds no pipeline run (no {PLAN_FILE}); start one with `probe pipeline run`")
+    holder = lock_holder(workdir)
+    stages = []
+    for s in plan["stages"]:
+        final, partial = final_dir(workdir, s["name"], s["digest"]), partial_dir(workdir, s["name"], s["digest"])
+        entry = {"name": s["name"], "digest": s["digest"], "total": len(s["jobs"]), "done": 0, "running": [],
+                 "failed": [], "interrupted": []}
+        if (final / STAGE_FILE).exists():
+            entry.update(state="complete", done=len(s["jobs"]))
+        else:
+            for key in s["jobs"]:
+                folder = job_dir(partial, key)
+                if (folder / JOB_FILE).exists():
+                    entry["done"] += 1
+                elif (folder / ERROR_FILE).exists():
+                    err = read_json(folder / ERROR_FILE) or {}
+                    entry["failed"].append({"job": key, "error": err.get("error"), "log": err.get("log")})
+                elif (folder / STARTED_FILE).exists():
+                    entry["running" if holder else "interrupted"].append(key)
+            if entry["failed"]:
+                entry["state"] = "failed"
+            elif entry["running"]:
+                entry["state"] = "running"
+            elif entry["done"] or entry["interrupted"]:
+                entry["state"] = "partial"
+            else:
+                entry["state"] = "pending"
+        stages.append(entry)
+    return {"workdir": str(workdir), "pipeline": plan.get("pipeline"), "preset": plan.get("preset"),
+            "started": plan.get("started"), "running_pid": holder.get("pid") if holder else None, "stages": stages}

@@ -1,0 +1,140 @@
+"""The stage graph and the pipeline definitions: stages are objects (job functions referenced directly), a stage
+added in one module plus one graph line runs, and the modify pipelines' shared base (pipelines/modify.toml)
+resolves to exactly the configs the two stand-alone files gave."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pickle
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from probe.errors import UserError
+from probe.pipeline import graph, plan_pipeline, run_pipeline
+from probe.pipeline.config import pipeline_names, resolve
+from probe.pipeline.engine import Job, Stage
+from probe.pipeline.stages.common import single_job_result
+from probe.pipeline.worker import JobContext
+
+PRE_BASE = Path(__file__).resolve().parent / "data" / "pre_base"
+
+
+# -- a toy stage: what a new stage module holds -------------------------------------------------------------
+
+def job_count_images(ctx: JobContext, *, factor: int) -> dict:
+    store = ctx.inputs["store"]
+    (ctx.job_dir / "count.txt").write_text(str(store["num_images"] * factor))
+    return {"count": store["num_images"] * factor, "file": str(ctx.job_dir / "count.txt")}
+
+
+def count_stage(config: dict, meta: dict) -> Stage:
+    return Stage("count", {"factor": 2}, ["store"], lambda c: [Job("count", job_count_images, dict(c))],
+                 single_job_result("count"))
+
+
+def test_a_stage_added_in_one_module_and_one_graph_line_runs(tmp_path, monkeypatch):
+    extended = dataclasses.replace(graph.LINEAR_PCA, builders=(*graph.LINEAR_PCA.builders, count_stage))
+    monkeypatch.setitem(graph.GRAPHS, "linear-pca", extended)
+    over = {"synthetic.enabled": False, "linear-pca.enabled": False}
+    plan = plan_pipeline("linear-pca", preset="smoke", overrides=over)
+    assert [s.name for s in plan.stages] == ["store", "synthetic", "linear-pca", "report", "count"]
+    run = run_pipeline("linear-pca", workdir=tmp_path / "wd", preset="smoke", overrides=over,
+                       scheduler="synchronous", progress=False)
+    count = run.results["count"]
+    assert count["count"] == 2 * run.results["store"]["num_images"] == 2 * 3 * 2 * 4 * 4 * 4
+    assert ".partial" not in count["file"] and Path(count["file"]).read_text() == str(count["count"])
+    again = run_pipeline("linear-pca", workdir=tmp_path / "wd", preset="smoke", overrides=over,
+                         scheduler="synchronous", progress=False)
+    assert again.jobs_run == 0 and again.results["count"] == count
+
+
+@pytest.mark.parametrize("name, overrides", [("modify-dsprites", {}), ("modify-shapes3d", {"robustness.enabled": True}),
+                                             ("linear-pca", {}), ("audit", {"plugin.model": "ae"})])
+def test_every_job_function_is_a_module_level_function(name, overrides):
+    for stage in plan_pipeline(name, preset="smoke", overrides=overrides).stages:
+        for job in stage.jobs(stage.config):
+            assert callable(job.fn) and pickle.loads(pickle.dumps(job.fn)) is job.fn, (stage.name, job.key)
+            assert job.fn.__module__.startswith("probe.pipeline.stages."), (stage.name, job.fn)
+
+
+def test_a_job_named_by_a_string_is_refused():
+    with pytest.raises(TypeError, match="job function itself"):
+        Job("a", "probe.pipeline.stages.store:job_store")
+
+
+# -- the modify pipelines' base ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dataset", ["dsprites", "shapes3d"])
+def test_the_base_gives_every_preset_the_config_the_standalone_file_gave(dataset):
+    """tests/data/pre_base/ holds modify-<dataset>.toml as they were before the base existed; the resolved
+    configs must be equal, key order included (`probe pipeline show` prints them in that order). A deliberate
+    change to a preset is made in both places."""
+    before = PRE_BASE / f"modify-{dataset}.toml"
+    presets = tomllib.loads(before.read_text())["presets"]
+    for preset in presets:
+        for overrides in ({}, {"retrain.model_config.beta-vae.beta": 2.0, "manipulate.config.steps": 7}):
+            old, new = resolve(str(before), preset, overrides), resolve(f"modify-{dataset}", preset, overrides)
+            assert json.dumps(new) == json.dumps(old), (dataset, preset, overrides)
+
+
+def test_the_base_is_not_a_pipeline():
+    assert "modify" not in pipeline_names()
+    assert {"modify-dsprites", "modify-shapes3d", "linear-pca", "audit"} <= set(pipeline_names())
+    with pytest.raises(UserError, match="base of modify-dsprites, modify-shapes3d"):
+        resolve("modify", "smoke")
+
+
+BASE = """
+base = true
+must_set = ["pipeline.dataset"]
+free_form = ["train.model_config"]
+[pipeline]
+kind = "modify"
+dataset = ""
+wall = ""
+[train]
+steps = 100
+model_config = {a = {lr = 1}}
+[presets.small]
+train = {steps = 5}
+"""
+
+
+def test_extends_merges_in_base_order_and_checks_must_set(tmp_path):
+    (tmp_path / "toybase.toml").write_text(BASE)
+    child = tmp_path / "toy.toml"
+    child.write_text('extends = "toybase"\n[pipeline]\ndataset = "d"\n[train]\nmodel_config = {b = {lr = 2}}\n'
+                     '[presets.small]\ntrain = {model_config = {a = {lr = 3}}}\n[presets.big]\n')
+    c = resolve(str(child), "small")
+    assert list(c["pipeline"]) == ["kind", "dataset", "wall", "name", "preset"] and c["pipeline"]["dataset"] == "d"
+    assert c["train"] == {"steps": 5, "model_config": {"a": {"lr": 3}, "b": {"lr": 2}}}
+    assert "base" not in c and "must_set" not in c and "extends" not in c
+    assert resolve(str(child), "big")["train"]["steps"] == 100
+    child.write_text('extends = "toybase"\n')
+    with pytest.raises(UserError, match="does not set pipeline.dataset"):
+        resolve(str(child), "small")
+    child.write_text('extends = "nothere"\n')
+    with pytest.raises(UserError, match="not a pipeline definition"):
+        resolve(str(child), "small")
+    (tmp_path / "loop.toml").write_text('extends = "toy"\n')
+    child.write_text('extends = "loop"\n')
+    with pytest.raises(UserError, match="extends it back"):
+        resolve(str(child), "small")
+
+
+def test_the_module_attr_loader():
+    from probe.imports import importable, load_attr, qualified_name
+    from probe.pipeline.stages.store import job_store
+
+    assert qualified_name(job_store) == "probe.pipeline.stages.store:job_store"
+    assert load_attr(qualified_name(job_store)) is job_store and importable(qualified_name(job_store))
+    assert not importable("no_such_package.mod:x")
+    for target, match in [("nocolon", "expected 'package.module:Class'"), ("no_such_package_x:A", "importing module"),
+                          ("probe.pipeline.stages.store:nope", "has no attribute 'nope'")]:
+        with pytest.raises(UserError, match=match):
+            load_attr(target, "plug-in model 'x'")
+    with pytest.raises(ModuleNotFoundError):  # probe's own targets: a failure is a bug, not a user error
+        load_attr("no_such_package_x:A")
