@@ -61,7 +61,7 @@ def job_train(ctx: JobContext, *, run_config: dict, variant: str, model: str, se
               hyperparameter: str | None = None, scale: float | None = None, evaluate: dict | None = None) -> dict:
     """One training run on the store of ``variant``; with ``scale``, the primary hyperparameter's
     resolved (literature) value is multiplied by it; with ``evaluate``, the run is also evaluated."""
-    from probe.train import resolve_run_config, train_run
+    from probe.train import RunFolder, resolve_run_config, train_run
 
     store_path = _variant_store(ctx.inputs, variant)
     run_config = json.loads(json.dumps(run_config))
@@ -74,7 +74,7 @@ def job_train(ctx: JobContext, *, run_config: dict, variant: str, model: str, se
         run_config.setdefault("model_config", {})[hyperparameter] = hp["value"]
     run_dir = train_run(run_config, store_path, ctx.job_dir / "run", resume=True, device=ctx.device, progress=False)
     result = {"model": model, "variant": variant, "seed": seed, "run_dir": str(run_dir), "hyperparameter": hp,
-              "curve": str(Path(run_dir) / "metrics.jsonl")}
+              "curve": str(RunFolder(run_dir).log_path)}
     if scale is not None:
         result["scale"] = float(scale)
     if evaluate is not None:
@@ -101,9 +101,10 @@ def job_manipulate(ctx: JobContext, *, config: dict, figure4: bool) -> dict:
                              config, resume=True, progress=False, device=ctx.device)
     png = make_figure4(store_path, out, ctx.job_dir / "figure4.png") if figure4 else None
     from probe.perturb.adversarial import manipulation_final
+    from probe.train import ManipulationRunFolder
 
     final = manipulation_final(out)
-    return {"dir": str(out), "losses": str(Path(out) / "losses.jsonl"), "figure4": str(png) if png else None,
+    return {"dir": str(out), "losses": str(ManipulationRunFolder(out).log_path), "figure4": str(png) if png else None,
             "coverage": final.get("coverage"),
             "dis_minus_ent": {"before": (final.get("before") or {}).get("dis_minus_ent"),
                               "after": (final.get("after") or {}).get("dis_minus_ent")}}
