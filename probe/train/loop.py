@@ -62,7 +62,8 @@ def open_run(folder: RunFolder, record: dict, identity_of: Callable[[dict], dict
         raise UserError(f"{path} exists and is not a run folder")
     elif not folder.config_path.exists():
         if any(path.iterdir()):
-            raise UserError(f"{path} exists, is not empty and holds no run ({folder.CONFIG} missing); choose another --out")
+            raise UserError(f"{path} exists, is not empty and holds no run ({folder.CONFIG} missing); "
+                            "choose another --out")
     else:
         if not resume:
             held = "a complete" if folder.is_complete else "an unfinished"
@@ -193,7 +194,10 @@ class Session:
 
 def _flag_non_finite(first_bad: torch.Tensor, value, step: int) -> torch.Tensor:
     """``first_bad`` set to ``step`` if it is still unset and ``value`` is not finite (stays on the device)."""
-    value = value.detach().float().reshape(()) if isinstance(value, torch.Tensor) else torch.tensor(float(value), device=first_bad.device)
+    if isinstance(value, torch.Tensor):
+        value = value.detach().float().reshape(())
+    else:
+        value = torch.tensor(float(value), device=first_bad.device)
     return torch.where((first_bad < 0) & ~torch.isfinite(value), torch.full_like(first_bad, step), first_bad)
 
 

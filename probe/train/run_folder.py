@@ -66,7 +66,8 @@ class RunFolder:
     def require_complete(self, hint: str = "") -> None:
         """UserError unless the run has finished; ``hint`` says what to do about it."""
         if not self.is_complete:
-            raise UserError(f"{self.path}: the {self.noun} is not complete (no {self.DONE})" + (f"; {hint}" if hint else ""))
+            advice = f"; {hint}" if hint else ""
+            raise UserError(f"{self.path}: the {self.noun} is not complete (no {self.DONE}){advice}")
 
     def require_checkpoint(self) -> None:
         if not self.has_checkpoint:
