@@ -74,7 +74,7 @@ def test_psi_step_lowers_the_adversarial_objective(restarts):
 
     store, runs, root = restarts
     cfg = resolve_manipulation_config({**TINY, "lr": 1e-3, "batch_size": 32}, "dsprites")
-    trainer = _Trainer(open_store(store.path), cfg, [runs[0]], [runs[1]], root, torch.device("cpu"), False)
+    trainer = _Trainer(open_store(store.path), cfg, [runs[0]], [runs[1]], torch.device("cpu"))
     state = trainer.generator.get_state()
     batch = trainer._draw()
     trainer.generator.set_state(state)
@@ -86,26 +86,27 @@ def test_psi_step_lowers_the_adversarial_objective(restarts):
 
 
 def test_resume_is_bit_identical(restarts, monkeypatch):
-    from probe.perturb import adversarial, train_manipulation
+    from probe.perturb import train_manipulation
+    from probe.train import RunFolder
 
     store, runs, root = restarts
     cfg = {**TINY, "steps": 4, "checkpoint_every": 2, "log_every": 1}
     straight = train_manipulation(store.path, [runs[0]], [runs[1]], root / "straight", cfg, progress=False)
 
-    original = adversarial._Trainer.save_checkpoint
+    original = RunFolder.save_checkpoint
 
-    def crash_after_first_checkpoint(self):
-        original(self)
-        if self.step == 2:
+    def crash_after_first_checkpoint(self, payload):
+        original(self, payload)
+        if payload["step"] == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(adversarial._Trainer, "save_checkpoint", crash_after_first_checkpoint)
+    monkeypatch.setattr(RunFolder, "save_checkpoint", crash_after_first_checkpoint)
     with pytest.raises(KeyboardInterrupt):
         train_manipulation(store.path, [runs[0]], [runs[1]], root / "resumed", cfg, progress=False)
     assert not (root / "resumed" / "done.json").exists()
     with pytest.raises(UserError, match="unfinished"):
         train_manipulation(store.path, [runs[0]], [runs[1]], root / "resumed", cfg, resume=False, progress=False)
-    monkeypatch.setattr(adversarial._Trainer, "save_checkpoint", original)
+    monkeypatch.setattr(RunFolder, "save_checkpoint", original)
     resumed = train_manipulation(store.path, [runs[0]], [runs[1]], root / "resumed", cfg, progress=False)
 
     a = torch.load(straight / "checkpoint.pt", weights_only=False)

@@ -69,8 +69,10 @@ def verify(store_path, run_dir, dims, noise, theorem1_dims, beta, num_latent, pr
         raise UserError("--run needs --store (the store the run was trained on)")
     if store_path is not None and not Path(store_path).exists():
         raise UserError(f"--store {store_path}: no such store")
-    if run_dir is not None and not (Path(run_dir) / "checkpoint.pt").exists():
-        raise UserError(f"--run {run_dir}: not a probe run directory (no checkpoint.pt)")
+    if run_dir is not None:
+        from probe.train import RunFolder
+
+        RunFolder(run_dir).require_checkpoint()
     if out is not None and not Path(out).parent.exists():
         raise UserError(f"the folder of --out ({Path(out).parent}) does not exist")
     if store_path is None:

@@ -4,22 +4,14 @@ report (NMI heatmaps, latent traversals). Thin wrappers over ``probe.train.load_
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-
-from probe.errors import UserError
 
 
 def load_model(run_dir, device: str = "cpu"):
     """(model in eval mode, config) of a complete run directory; UserError when it cannot be loaded."""
-    run_dir = Path(run_dir)
-    if not (run_dir / "checkpoint.pt").exists():
-        raise UserError(f"{run_dir} holds no checkpoint.pt; is it a probe run directory?")
-    try:
-        from probe.train import load_run
-    except ImportError as exc:  # the trainer is a separate area; say what is missing
-        raise UserError(f"cannot load {run_dir}: probe.train.load_run is not available ({exc})") from None
+    from probe.train import RunFolder, load_run
+
+    RunFolder(run_dir).require_checkpoint()
     model, config = load_run(run_dir, device=device)
     model.eval()
     return model, config

@@ -19,18 +19,17 @@ reconstructing ``z_samples`` = 5 posterior samples per image, then one ψ batch.
 β = (0.9, 0.999), eps 1e-7 for both ψ and the decoders. The frozen encoders' posteriors are computed
 once for the whole store (they never change), which is cheaper than re-encoding every batch.
 
-Outputs in ``out_dir``: ``config.json`` (resolved config, store and restart digests, code version),
-``checkpoint.pt`` (latest, atomic; ψ, decoders, both optimisers, RNG state), ``losses.jsonl`` (one
-line per logged step), ``done.json`` (last: steps, wall time, reconstruction losses before/after).
-Resuming from the checkpoint continues bit-identically on CPU.
+Outputs: a manipulation run folder (``probe.train.ManipulationRunFolder``) filled by the trainer's run
+loop (``probe.train.loop``): the resolved config with the store and restart digests and code version,
+the latest checkpoint (ψ, decoders, both optimisers, the batch generator), one log row per logged step,
+the reconstruction losses before the first step, and last the done record (steps, wall time, the losses
+before/after, coverage, the checkpoint's checksum). Resuming from the checkpoint continues
+bit-identically on CPU.
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +39,9 @@ from torch.nn import functional as F
 from probe.errors import UserError
 from probe.perturb.manipulation import (BOTTLENECK_EMBEDDINGS, RENDER_BIAS_INITS, ManipulationNet, manipulate,
                                         manipulation_coverage, normalised_factors)
-from probe.provenance import atomic_path, code_version, digest_json, environment, sha256_file, write_json_atomic
+from probe.provenance import code_version, digest_json, environment
+from probe.train import ManipulationRunFolder, RunFolder
+from probe.train.loop import Schedule, open_run
 
 DEFAULT_EPSILON = {"dsprites": 0.1, "shapes3d": 0.175}  # §5.2: "0.1 for dSprites and 0.175 for Shapes3D"
 
@@ -60,7 +61,7 @@ DEFAULT_MANIPULATION_CONFIG = {
     "bottleneck_activation": "none",  # "none" | "tanh"
     "render_bias_init": "zeros",      # "zeros" (disentanglement_lib's decoder) | "uniform" (PyTorch default; not homogeneous in s)
     "bottleneck_embedding": "odd",    # "odd": m = tanh(render(s) − render(−s)) (deviation, docs/notes/perturb.md) | "linear": the renderer sees s (paper) | "circle"
-    "coverage_threshold": 0.05,       # ‖m(w)‖∞ below this counts as "unmodified" in done.json's coverage
+    "coverage_threshold": 0.05,       # ‖m(w)‖∞ below this counts as "unmodified" in the done record's coverage
     "seed": 0,
     "checkpoint_every": 500,
     "log_every": 50,
@@ -124,8 +125,6 @@ def _load_restart(run_dir, store, device):
     from probe.train import load_run
 
     run_dir = Path(run_dir)
-    if not (run_dir / "done.json").exists():
-        raise UserError(f"{run_dir} is not a complete training run (no done.json)")
     model, run_config = load_run(run_dir, device="cpu")
     if not (hasattr(model, "encode_distribution") and hasattr(model, "decoder")):
         raise UserError(f"{run_dir}: the manipulation needs Gaussian VAEs with .encode_distribution and .decoder "
@@ -199,10 +198,10 @@ def train_manipulation(store_path, entangled_runs, disentangled_runs, out_dir, c
                        resume: bool = True, progress: bool = True, device: str | None = None) -> Path:
     """Train m_ψ against frozen-encoder β-VAE pairs; returns ``out_dir`` (see the module docstring).
 
-    ``entangled_runs`` / ``disentangled_runs``: run directories of complete β-VAE runs on ``store_path``
+    ``entangled_runs`` / ``disentangled_runs``: run folders of complete β-VAE runs on ``store_path``
     (one each, or k each for ensembles). ``config``: overrides of :data:`DEFAULT_MANIPULATION_CONFIG`.
-    A complete ``out_dir`` (done.json) with the same inputs is returned as is; an incomplete one is
-    resumed from its checkpoint when ``resume`` (else UserError).
+    A complete ``out_dir`` with the same inputs is returned as is; an incomplete one is resumed from its
+    checkpoint when ``resume`` (else UserError).
     """
     from probe.data import open_store
 
@@ -215,53 +214,47 @@ def train_manipulation(store_path, entangled_runs, disentangled_runs, out_dir, c
     overlap = set(entangled_runs) & set(disentangled_runs)
     if overlap:
         raise UserError(f"a run cannot be both entangled and disentangled: {', '.join(sorted(overlap))}")
-    out = Path(out_dir)
     identity = {
         "config": cfg,
         "store": {"path": str(store.path), "digest": store.digest, "name": store.name},
         "entangled": entangled_runs,
         "disentangled": disentangled_runs,
-        "restart_digests": {r: _restart_digest(r) for r in entangled_runs + disentangled_runs},
+        "restart_digests": {r: RunFolder(r).checkpoint_sha256() for r in entangled_runs + disentangled_runs},
     }
     record = {**identity, "identity_digest": digest_json(identity), "code_version": code_version(),
               "environment": environment(), "image_shape": list(store.image_shape),
               "factor_sizes": store.factor_sizes, "factor_names": store.factor_names}
-    if out.exists():
-        existing = _read_json(out / "config.json") if (out / "config.json").exists() else None
-        if existing is None or existing.get("identity_digest") != record["identity_digest"]:
-            raise UserError(f"{out} exists and holds a different manipulation run (or none); choose another --out")
-        if (out / "done.json").exists():
-            return out
-        if not resume:
-            raise UserError(f"{out} holds an unfinished manipulation run; resume it or remove the folder")
-    else:
-        if not out.parent.exists():
-            raise UserError(f"the folder {out.parent} does not exist; create it first")
-        with atomic_path(out) as tmp:
-            tmp.mkdir()
-            write_json_atomic(tmp / "config.json", record)
+    folder = ManipulationRunFolder(out_dir)
+    session = open_run(folder, record, _identity_of, steps=cfg["steps"], resume=resume)
+    if session is None:
+        return folder.path
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    _Trainer(store, cfg, entangled_runs, disentangled_runs, out, device, progress).run()
-    return out
+    trainer = _Trainer(store, cfg, entangled_runs, disentangled_runs, device)
+    if session.resumed:
+        before = folder.read_before()
+    else:
+        before = trainer.evaluate(manipulated=False)
+        folder.write_before(before)
+
+    def finish(last_row: dict) -> dict:
+        return {"final": trainer.final(before), "checkpoint_sha256": folder.checkpoint_sha256()}
+
+    session.drive(trainer, trainer.train_step, Schedule(cfg["steps"], cfg["log_every"], cfg["checkpoint_every"]),
+                  finish=finish, label="manipulation", device=device, progress=progress)
+    return folder.path
 
 
-def _restart_digest(run_dir) -> str | None:
-    """sha256 of the restart's checkpoint: the weights the manipulation starts from."""
-    path = Path(run_dir) / "checkpoint.pt"
-    return sha256_file(path) if path.exists() else None
-
-
-def _read_json(path):
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"cannot read {path}: {exc}") from None
+def _identity_of(record: dict) -> dict:
+    """The parts of a manipulation config that must match for a resume to continue the same run."""
+    return {key: record.get(key) for key in ("config", "store", "entangled", "disentangled", "restart_digests")}
 
 
 class _Trainer:
-    def __init__(self, store, cfg, entangled_runs, disentangled_runs, out, device, progress):
-        self.store, self.cfg, self.out, self.device, self.progress = store, cfg, out, device, progress
+    """The manipulation's state (ψ, both sides' decoders, their optimisers, the batch generator) and its step."""
+
+    def __init__(self, store, cfg, entangled_runs, disentangled_runs, device):
+        self.store, self.cfg, self.device = store, cfg, device
         self.images = store.load(device)
         self.w = normalised_factors(store.factors, store.factor_sizes).to(device)
         ent_models = [_load_restart(r, store, device) for r in entangled_runs]
@@ -278,15 +271,13 @@ class _Trainer:
         self.opt_m = torch.optim.Adam(self.net.parameters(), **{**adam, "lr": cfg["manipulation_lr"]})
         self.opt_dec = torch.optim.Adam([p for d in self.ent.decoders + self.dis.decoders for p in d.parameters()], **adam)
         self.generator = torch.Generator().manual_seed(cfg["seed"] + 1)
-        self.step = 0
-        self.elapsed = 0.0
         eval_rng = np.random.RandomState(cfg["seed"] + 2)
         n_eval = min(cfg["eval_images"], store.num_images)
         self.eval_idx = torch.from_numpy(np.sort(eval_rng.choice(store.num_images, n_eval, replace=False))).to(device)
 
     # -- state ------------------------------------------------------------------------------------
-    def state(self) -> dict:
-        return {"step": self.step, "elapsed": self.elapsed, "manipulation": self.net.state_dict(),
+    def state_dict(self) -> dict:
+        return {"manipulation": self.net.state_dict(),
                 "decoders_entangled": [d.state_dict() for d in self.ent.decoders],
                 "decoders_disentangled": [d.state_dict() for d in self.dis.decoders],
                 "opt_m": self.opt_m.state_dict(), "opt_dec": self.opt_dec.state_dict(),
@@ -295,8 +286,7 @@ class _Trainer:
                         "input_hidden": self.cfg["input_hidden"], "bottleneck_activation": self.cfg["bottleneck_activation"],
                         "bottleneck_embedding": self.cfg["bottleneck_embedding"]}}
 
-    def load(self, state: dict) -> None:
-        self.step, self.elapsed = int(state["step"]), float(state["elapsed"])
+    def load_state_dict(self, state: dict) -> None:
         self.net.load_state_dict(state["manipulation"])
         for d, s in zip(self.ent.decoders, state["decoders_entangled"]):
             d.load_state_dict(s)
@@ -306,11 +296,14 @@ class _Trainer:
         self.opt_dec.load_state_dict(state["opt_dec"])
         self.generator.set_state(state["generator"])
 
-    def save_checkpoint(self) -> None:
-        with atomic_path(self.out / "checkpoint.pt", overwrite=True) as tmp:
-            torch.save(self.state(), tmp)
-
     # -- one step -----------------------------------------------------------------------------------
+    def train_step(self, step: int) -> dict:
+        """``decoder_batches_per_step`` decoder batches, then one ψ batch; the logs of the run loop."""
+        dec = np.mean([self.decoder_step() for _ in range(self.cfg["decoder_batches_per_step"])], axis=0)
+        rec_ent, rec_dis, objective = self.manipulation_step()
+        return {"decoder_rec_entangled": dec[0], "decoder_rec_disentangled": dec[1], "rec_entangled": rec_ent,
+                "rec_disentangled": rec_dis, "objective": objective}
+
     def _draw(self):
         idx = torch.randint(self.store.num_images, (self.cfg["batch_size"],), generator=self.generator).to(self.device)
         samples = self.cfg["z_samples"]
@@ -372,99 +365,48 @@ class _Trainer:
         res["dis_minus_ent"] = res["disentangled"] - res["entangled"]
         return res
 
-    # -- loop ---------------------------------------------------------------------------------------
-    def run(self) -> None:
-        cfg, out = self.cfg, self.out
-        ckpt = out / "checkpoint.pt"
-        if ckpt.exists():
-            self.load(torch.load(ckpt, map_location=self.device, weights_only=False))
-            _truncate_log(out / "losses.jsonl", self.step)
-            before = _read_json(out / "before.json")
-        else:
-            before = self.evaluate(manipulated=False)
-            write_json_atomic(out / "before.json", before)
-            _truncate_log(out / "losses.jsonl", 0)
-        bar = None
-        if self.progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=cfg["steps"], initial=self.step, desc="manipulation", unit="step")
-        acc = np.zeros(5)
-        count = 0
-        t0 = time.perf_counter()
-        with open(out / "losses.jsonl", "a") as log:
-            while self.step < cfg["steps"]:
-                dec = np.mean([self.decoder_step() for _ in range(cfg["decoder_batches_per_step"])], axis=0)
-                m_ent, m_dis, objective = self.manipulation_step()
-                self.step += 1
-                acc += (dec[0], dec[1], m_ent, m_dis, objective)
-                count += 1
-                if self.step % cfg["log_every"] == 0 or self.step == cfg["steps"]:
-                    a = acc / count
-                    log.write(json.dumps({"step": self.step, "decoder_rec_entangled": a[0], "decoder_rec_disentangled": a[1],
-                                          "rec_entangled": a[2], "rec_disentangled": a[3], "objective": a[4]}) + "\n")
-                    log.flush()
-                    acc[:] = 0
-                    count = 0
-                if self.step % cfg["checkpoint_every"] == 0 or self.step == cfg["steps"]:
-                    self.elapsed += time.perf_counter() - t0
-                    t0 = time.perf_counter()
-                    self.save_checkpoint()
-                if bar is not None:
-                    bar.update(1)
-        if bar is not None:
-            bar.close()
+    def final(self, before: dict) -> dict:
+        """The done record's ``final``: reconstruction losses before/after and the coverage of m(w)."""
         after = self.evaluate(manipulated=True)
         self.net.eval()
-        coverage = manipulation_coverage(self.net, self.w, threshold=cfg["coverage_threshold"],
-                                         factor_sizes=self.store.factor_sizes, factors=self.store.factors, seed=cfg["seed"])
+        coverage = manipulation_coverage(self.net, self.w, threshold=self.cfg["coverage_threshold"],
+                                         factor_sizes=self.store.factor_sizes, factors=self.store.factors,
+                                         seed=self.cfg["seed"])
         coverage["factor_names"] = list(self.store.factor_names)
-        final = {"before": before, "after": after, "epsilon": cfg["epsilon"],
-                 "entangled_cheaper_after": after["entangled"] < after["disentangled"], "coverage": coverage}
-        write_json_atomic(out / "done.json", {"steps": self.step, "wall_time_s": self.elapsed, "final": final,
-                                              "checkpoint_sha256": sha256_file(ckpt)}, overwrite=False)
-
-
-def _truncate_log(path: Path, step: int) -> None:
-    """Keep only log lines up to ``step`` (a resumed run rewrites what followed its checkpoint)."""
-    lines = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip() and json.loads(line)["step"] <= step:
-                lines.append(line)
-    with atomic_path(path, overwrite=True) as tmp:
-        tmp.write_text("".join(l + "\n" for l in lines))
+        return {"before": before, "after": after, "epsilon": self.cfg["epsilon"],
+                "entangled_cheaper_after": after["entangled"] < after["disentangled"], "coverage": coverage}
 
 
 # -- loading a trained manipulation ----------------------------------------------------------------------
 
+_UNFINISHED_HINT = "run `probe perturb train` first"
+
+
 def manipulation_final(manipulation_dir) -> dict:
-    """``done.json["final"]`` of a finished manipulation run (losses before/after, coverage) without loading
-    its weights; UserError if the run is not finished."""
-    d = Path(manipulation_dir)
-    if not (d / "done.json").exists():
-        raise UserError(f"{d} is not a finished manipulation run (no done.json); run `probe perturb train` first")
-    return _read_json(d / "done.json").get("final") or {}
+    """The done record's ``final`` of a finished manipulation run (losses before/after, coverage) without
+    loading its weights; UserError if the run is not finished."""
+    folder = ManipulationRunFolder(manipulation_dir)
+    folder.require_complete(_UNFINISHED_HINT)
+    return folder.read_done().get("final") or {}
 
 
 def load_manipulation(manipulation_dir, device: str = "cpu") -> tuple[ManipulationNet, dict]:
     """The trained m_ψ (eval mode) and ``{"config", "store", "checkpoint_sha256", "epsilon", ...}``."""
-    d = Path(manipulation_dir)
-    if not (d / "done.json").exists():
-        raise UserError(f"{d} is not a finished manipulation run (no done.json); run `probe perturb train` first")
-    record = _read_json(d / "config.json")
-    done = _read_json(d / "done.json")
-    ckpt = d / "checkpoint.pt"
-    digest = sha256_file(ckpt)
+    folder = ManipulationRunFolder(manipulation_dir)
+    folder.require_complete(_UNFINISHED_HINT)
+    record = folder.read_config()
+    done = folder.read_done()
+    digest = folder.checkpoint_sha256()
     if digest != done.get("checkpoint_sha256"):
-        raise UserError(f"{ckpt} does not match the checksum in done.json; the manipulation run is corrupt")
-    state = torch.load(ckpt, map_location=device, weights_only=False)
+        raise UserError(f"{folder.checkpoint_path} does not match the checksum in {folder.done_path}; "
+                        "the manipulation run is corrupt")
+    state = folder.load_checkpoint()
     spec = state["net"]
     net = ManipulationNet(spec["num_factors"], tuple(spec["image_shape"]), spec["input_hidden"], spec["bottleneck_activation"],
                           bottleneck_embedding=spec.get("bottleneck_embedding", "linear"))
     net.load_state_dict(state["manipulation"])
     net.to(device).eval()
-    info = {"dir": str(d), "config": record["config"], "store": record["store"], "checkpoint_sha256": digest,
+    info = {"dir": str(folder.path), "config": record["config"], "store": record["store"], "checkpoint_sha256": digest,
             "identity_digest": record["identity_digest"], "epsilon": float(state["epsilon"]),
             "entangled": record["entangled"], "disentangled": record["disentangled"], "final": done.get("final")}
     return net, info

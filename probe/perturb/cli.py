@@ -65,7 +65,7 @@ def select_cmd(runs, data, out, k, seed, min_active_units):
 @click.option("--disentangled", multiple=True, type=click.Path(),
               help="Run directory of a disentangled β-VAE (repeat for an ensemble); instead of --selection.")
 @click.option("--out", required=True, type=click.Path(),
-              help="Folder to create: config.json, checkpoint.pt, losses.jsonl, done.json.")
+              help="Run folder to create (config, checkpoint, loss log, done record).")
 @click.option("--steps", type=int, default=None, help="Manipulation-network updates (default 5000).")
 @click.option("--epsilon", type=float, default=None, help="Max-norm budget ε (default 0.1 dSprites, 0.175 Shapes3D).")
 @click.option("--seed", type=int, default=None, help="Seed of the network initialisation and batches (default 0).")
@@ -79,9 +79,8 @@ def train_cmd(data, selection, entangled, disentangled, out, steps, epsilon, see
 
     The encoders of the chosen β-VAEs stay frozen on the original images; their decoders keep
     training on the manipulated images x' = fold(x + ε·m(w)), and m learns to make x' cheap to
-    reconstruct for the entangled model(s) and expensive for the disentangled one(s). Losses are
-    logged to OUT/losses.jsonl; OUT/done.json holds both models' reconstruction losses before (on x)
-    and after (on x').
+    reconstruct for the entangled model(s) and expensive for the disentangled one(s). OUT logs the
+    losses; its done record holds both models' reconstruction losses before (on x) and after (on x').
 
     \b
     Examples:
@@ -89,7 +88,7 @@ def train_cmd(data, selection, entangled, disentangled, out, steps, epsilon, see
       probe perturb train --data dsprites.zarr --entangled runs/r3 --disentangled runs/r1 --out manip --steps 2000
     """
     from probe.cli import parse_set_options
-    from probe.perturb.adversarial import train_manipulation
+    from probe.perturb.adversarial import manipulation_final, train_manipulation
 
     if selection:
         if entangled or disentangled:
@@ -107,7 +106,7 @@ def train_cmd(data, selection, entangled, disentangled, out, steps, epsilon, see
             config[key] = value
     result = train_manipulation(data, list(entangled), list(disentangled), out, config, resume=resume, progress=progress,
                                 device=device)
-    done = json.loads((Path(result) / "done.json").read_text())["final"]
+    done = manipulation_final(result)
     click.echo(f"reconstruction loss on x (before): entangled {done['before']['entangled']:.3f}, "
                f"disentangled {done['before']['disentangled']:.3f}")
     click.echo(f"reconstruction loss on x' (after): entangled {done['after']['entangled']:.3f}, "

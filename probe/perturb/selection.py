@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 
 import numpy as np
 
@@ -49,13 +48,13 @@ def evaluate_restarts(run_dirs, store_path, seed: int = 0, **sample_sizes) -> di
     """MIG of each run, {run_dir: mig}, via ``probe.metrics.evaluate_run`` (disentanglement_lib's settings
     unless ``sample_sizes`` override them, e.g. ``num_train=2000`` for quick presets)."""
     from probe.metrics import evaluate_run
+    from probe.train import RunFolder
 
     runs = [str(r) for r in run_dirs]
     if not runs:
         raise UserError("no restarts given")
     for run in runs:
-        if not (Path(run) / "done.json").exists():
-            raise UserError(f"{run} is not a complete training run (no done.json); finish or retrain it first")
+        RunFolder(run).require_complete("finish or retrain it first")
     out = {}
     for run in runs:
         result = evaluate_run(run, store_path, metrics=["mig"], seed=seed, **sample_sizes)

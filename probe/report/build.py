@@ -642,7 +642,7 @@ class _Builder:
                 path = fig.training_curves(curves, self._figure(f"curves_{self._label(inputs)}.png"))
                 doc.image(path, f"Training loss of every retrained run on {self._label(inputs)} (one line per seed).")
             if missing:
-                doc.para(f"{self._label(inputs)}: {missing} run(s) have no readable metrics.jsonl.")
+                doc.para(f"{self._label(inputs)}: {missing} run(s) have no readable training log.")
 
     # -- linear VAE vs PCA ----------------------------------------------------------------------------------
     def _linear_pca(self, doc: Document, inputs):

@@ -1,9 +1,12 @@
 """The trainer: loops, devices, precision, checkpoints, resume, logging and progress for every model.
 
-Public API (docs/notes/INTERFACES.md): ``train_run``, ``load_run``, ``resolve_run_config``.
+Public API (docs/notes/INTERFACES.md): ``train_run``, ``load_run``, ``resolve_run_config``, and the run
+folder types every other package reads run folders through (``RunFolder``, ``ManipulationRunFolder``).
 """
 
 from probe.train.config import TRAIN_DEFAULTS, TRAIN_KEYS, resolve_run_config
-from probe.train.trainer import load_run, run_is_complete, select_device, train_run
+from probe.train.run_folder import ManipulationRunFolder, RunFolder
+from probe.train.trainer import load_run, select_device, train_run
 
-__all__ = ["train_run", "load_run", "resolve_run_config", "run_is_complete", "select_device", "TRAIN_DEFAULTS", "TRAIN_KEYS"]
+__all__ = ["train_run", "load_run", "resolve_run_config", "select_device", "RunFolder", "ManipulationRunFolder",
+           "TRAIN_DEFAULTS", "TRAIN_KEYS"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 from probe.errors import UserError
 from probe.pipeline.stages.alignment import run_alignment
@@ -60,7 +59,7 @@ def job_train(ctx: JobContext, *, run_config: dict, variant: str, model: str, se
               hyperparameter: str | None = None, scale: float | None = None, evaluate: dict | None = None) -> dict:
     """One training run on the store of ``variant``; with ``scale``, the primary hyperparameter's
     resolved (literature) value is multiplied by it; with ``evaluate``, the run is also evaluated."""
-    from probe.train import resolve_run_config, train_run
+    from probe.train import RunFolder, resolve_run_config, train_run
 
     store_path = variant_store(ctx.inputs, variant)
     run_config = json.loads(json.dumps(run_config))
@@ -73,7 +72,7 @@ def job_train(ctx: JobContext, *, run_config: dict, variant: str, model: str, se
         run_config.setdefault("model_config", {})[hyperparameter] = hp["value"]
     run_dir = train_run(run_config, store_path, ctx.job_dir / "run", resume=True, device=ctx.device, progress=False)
     result = {"model": model, "variant": variant, "seed": seed, "run_dir": str(run_dir), "hyperparameter": hp,
-              "curve": str(Path(run_dir) / "metrics.jsonl")}
+              "curve": str(RunFolder(run_dir).log_path)}
     if scale is not None:
         result["scale"] = float(scale)
     if evaluate is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.stages.common import single_job_result
@@ -19,9 +18,10 @@ def job_manipulate(ctx: JobContext, *, config: dict, figure4: bool) -> dict:
                              config, resume=True, progress=False, device=ctx.device)
     png = make_figure4(store_path, out, ctx.job_dir / "figure4.png") if figure4 else None
     from probe.perturb.adversarial import manipulation_final
+    from probe.train import ManipulationRunFolder
 
     final = manipulation_final(out)
-    return {"dir": str(out), "losses": str(Path(out) / "losses.jsonl"), "figure4": str(png) if png else None,
+    return {"dir": str(out), "losses": str(ManipulationRunFolder(out).log_path), "figure4": str(png) if png else None,
             "coverage": final.get("coverage"),
             "dis_minus_ent": {"before": (final.get("before") or {}).get("dis_minus_ent"),
                               "after": (final.get("after") or {}).get("dis_minus_ent")}}

@@ -1,0 +1,213 @@
+"""The one checkpoint/resume loop: the model trainer and perturb's manipulation training both run in it.
+
+:func:`open_run` creates a run folder or finds where to continue it; :meth:`Session.drive` runs the steps.
+The caller gives its state (``state_dict``/``load_state_dict`` over its modules, optimisers and RNGs) and
+its step function; the loop owns the rest: restoring the checkpoint, logging the running means every
+``log_every`` steps, checkpointing atomically every ``checkpoint_every`` steps, cutting the log back to
+the checkpoint on resume, and writing the done record last.
+
+A checkpoint holds the caller's state plus the step, the wall time and the running sums of the current
+log interval, so a resumed run continues bit-identically on CPU, log lines included. Non-finite values
+of the watched log entry are flagged on the device and read only at log and checkpoint boundaries (no
+per-step host sync), before any checkpoint is written, so the checkpoint on disk predates a divergence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import torch
+
+from probe.errors import UserError
+from probe.provenance import digest_json
+from probe.train.run_folder import RunFolder
+
+
+class Resumable(Protocol):
+    """Everything a checkpoint must restore besides the loop's own progress (modules, optimisers, RNGs)."""
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+@dataclass(frozen=True)
+class Schedule:
+    steps: int
+    log_every: int
+    checkpoint_every: int
+
+
+def open_run(folder: RunFolder, record: dict, identity_of: Callable[[dict], dict], *, steps: int,
+             resume: bool) -> Session | None:
+    """Create ``folder`` or find the checkpoint to continue it from; None when it is already complete.
+
+    ``record`` is written as the folder's config; ``identity_of(config)`` is what must match for a resume
+    to continue the same run. A finished run may be extended to more ``steps``, never shortened; without
+    ``resume`` an existing run is an error.
+    """
+    path = folder.path
+    identity = identity_of(record)
+    identity_digest = digest_json(identity)
+    checkpoint = None
+    if not path.exists():
+        if not path.parent.exists():
+            raise UserError(f"the folder {path.parent} does not exist; create it first")
+        path.mkdir()
+    elif not path.is_dir():
+        raise UserError(f"{path} exists and is not a run folder")
+    elif not folder.config_path.exists():
+        if any(path.iterdir()):
+            raise UserError(f"{path} exists, is not empty and holds no run ({folder.CONFIG} missing); "
+                            "choose another --out")
+    else:
+        if not resume:
+            held = "a complete" if folder.is_complete else "an unfinished"
+            raise UserError(f"{path} already exists and holds {held} {folder.noun}; pass --resume to continue it "
+                            "or remove it to start over")
+        folder.check_config(identity, identity_of)
+        if folder.is_complete:
+            done_steps = int(folder.read_done()["steps"])
+            if done_steps == steps:
+                return None
+            if done_steps > steps:
+                raise UserError(f"{path} is complete at {done_steps} steps, more than the {steps} requested; "
+                                "a run cannot be shortened (choose another --out)")
+        if folder.has_checkpoint:
+            checkpoint = folder.load_checkpoint()
+            if checkpoint["identity_digest"] != identity_digest:
+                raise UserError(f"{folder.checkpoint_path} belongs to a different configuration than "
+                                f"{folder.config_path}; remove the run folder")
+            if checkpoint["step"] > steps:
+                raise UserError(f"{path} has a checkpoint at step {checkpoint['step']}, beyond the {steps} steps "
+                                "requested; a run cannot be shortened")
+    folder.write_config(record)
+    folder.clear_done()
+    return Session(folder, checkpoint, identity_digest)
+
+
+class Session:
+    """One sitting of a run, from a fresh start or from the checkpoint :func:`open_run` found."""
+
+    def __init__(self, folder: RunFolder, checkpoint: dict | None, identity_digest: str):
+        self.folder, self.checkpoint, self.identity_digest = folder, checkpoint, identity_digest
+
+    @property
+    def resumed(self) -> bool:
+        return self.checkpoint is not None
+
+    def drive(self, state: Resumable, step: Callable[[int], dict], schedule: Schedule, *,
+              finish: Callable[[dict], dict], label: str, device: torch.device, watch: str | None = None,
+              images_per_step: int | None = None, progress: bool = True, stop_after: int | None = None) -> bool:
+        """Run ``step(i)`` for the steps left up to ``schedule.steps``; True when the run completed.
+
+        ``step`` returns the step's logs ({name: scalar tensor or number}); log rows are their means over
+        the interval, plus throughput and wall time when ``images_per_step`` is given. ``watch``: the log
+        entry whose first non-finite value stops the run with a UserError. ``finish(last_row)`` gives the
+        done record's entries besides steps and wall time. ``stop_after`` (testing hook): stop like a
+        killed process after that many steps, without a final checkpoint or done record.
+        """
+        from tqdm.auto import tqdm
+
+        folder, steps = self.folder, schedule.steps
+        start_step, wall_before, sums, count = 0, 0.0, {}, 0
+        if self.checkpoint is not None:
+            state.load_state_dict(self.checkpoint)
+            start_step, wall_before = int(self.checkpoint["step"]), float(self.checkpoint["wall_time_s"])
+            # the running means of the current log interval, so that log lines match an uninterrupted run
+            log_state = self.checkpoint["log_state"]
+            sums = {k: v.to(device) if v.dtype != torch.float64 else v for k, v in log_state["sums"].items()}
+            count = int(log_state["count"])
+        folder.trim_log(start_step)
+
+        last_checkpoint = start_step if self.checkpoint is not None else None
+        first_bad = torch.full((), -1, dtype=torch.long, device=device)
+        t_session = time.perf_counter()
+        t_interval, steps_interval = t_session, 0
+        last_row: dict = {}
+
+        def check_finite():
+            if watch is None:
+                return
+            bad = int(first_bad.item())
+            if bad >= 0:
+                kept = (f"the last good checkpoint (step {last_checkpoint}) is kept in {folder.checkpoint_path}"
+                        if last_checkpoint is not None else "no checkpoint had been written yet")
+                raise UserError(f"training diverged: the {watch} became NaN or infinite at step {bad} of {steps} "
+                                f"({label}); the run stopped and {kept}. "
+                                "Lower the learning rate (--set lr=...) or change the configuration, then train again.")
+
+        bar = tqdm(total=steps, initial=start_step, disable=not progress, unit="step", dynamic_ncols=True,
+                   desc=label, mininterval=0.5)
+        try:
+            with folder.open_log() as log_file:
+                for i in range(start_step + 1, steps + 1):
+                    logs = step(i)
+                    if watch is not None:
+                        first_bad = _flag_non_finite(first_bad, logs[watch], i)
+                    for key, value in _scalar_logs(logs).items():
+                        sums[key] = sums[key] + value if key in sums else value
+                    count += 1
+                    steps_interval += 1
+                    bar.update(1)
+
+                    if stop_after is not None and i >= stop_after:
+                        return False
+                    if i % schedule.log_every == 0 or i == steps:
+                        check_finite()
+                        now = time.perf_counter()
+                        row = {"step": i}
+                        row.update({k: float(v.item()) / count for k, v in sums.items()})
+                        postfix = {watch: f"{row[watch]:.4g}"} if watch is not None else {}
+                        if images_per_step is not None:
+                            row["img_per_s"] = steps_interval * images_per_step / max(now - t_interval, 1e-9)
+                            row["wall_time_s"] = wall_before + now - t_session
+                            postfix["img_s"] = f"{row['img_per_s']:.0f}"
+                        log_file.write(json.dumps(row) + "\n")
+                        log_file.flush()
+                        bar.set_postfix(postfix)
+                        last_row, sums, count = row, {}, 0
+                        t_interval, steps_interval = now, 0
+                    if i % schedule.checkpoint_every == 0 or i == steps:
+                        check_finite()
+                        log_file.flush()
+                        os.fsync(log_file.fileno())
+                        folder.save_checkpoint({
+                            "step": i, "wall_time_s": wall_before + time.perf_counter() - t_session,
+                            "identity_digest": self.identity_digest, **state.state_dict(),
+                            "log_state": {"sums": {k: v.detach().cpu() for k, v in sums.items()}, "count": count}})
+                        last_checkpoint = i
+        finally:
+            bar.close()
+
+        if not last_row:  # resumed at the final step (nothing left to do): take the last logged row
+            rows = folder.read_log()
+            last_row = rows[-1] if rows else {}
+        wall = wall_before + time.perf_counter() - t_session
+        folder.write_done({"steps": steps, "wall_time_s": wall, **finish(last_row)})
+        return True
+
+
+def _flag_non_finite(first_bad: torch.Tensor, value, step: int) -> torch.Tensor:
+    """``first_bad`` set to ``step`` if it is still unset and ``value`` is not finite (stays on the device)."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().float().reshape(())
+    else:
+        value = torch.tensor(float(value), device=first_bad.device)
+    return torch.where((first_bad < 0) & ~torch.isfinite(value), torch.full_like(first_bad, step), first_bad)
+
+
+def _scalar_logs(logs: dict) -> dict:
+    """Keep scalar entries (tensors or numbers); drop anything else from the running means."""
+    out = {}
+    for key, value in logs.items():
+        if isinstance(value, torch.Tensor):
+            if value.numel() == 1:
+                out[key] = value.detach().float().reshape(())
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = torch.tensor(float(value), dtype=torch.float64)
+    return out
