@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.stages.common import single_job_result
 from probe.pipeline.worker import JobContext
