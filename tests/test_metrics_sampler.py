@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from probe.data import StateSpace
-from probe.metrics import CodeCache, Encoder, beta_vae_score, draw_factors, evaluate_encoder, factor_vae_score, small_settings
+from probe.metrics import (CodeCache, Encoder, beta_vae_score, draw_factors, evaluate_encoder, factor_vae_score,
+                           small_settings)
 
 SIZES = np.array([4, 3, 5, 4, 6, 3, 4, 5, 3, 4])  # 10 factors: chance for the vote scores is ~0.1
 SMALL = {"num_variance_estimate": 1000, "num_train": 300, "num_eval": 300}
