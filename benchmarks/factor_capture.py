@@ -26,11 +26,9 @@ from probe.report.inputs import load_inputs, resolve_path
 
 def factor_capture(run_dir, store, num_train: int, seed: int) -> dict:
     """Per-factor normalised MI gap and carrying latent of one run (MIG's sample and binning)."""
-    from probe.metrics.evaluate import model_functions
-    from probe.train import load_run
+    from probe.train import run_encoder
 
-    model, _ = load_run(run_dir)
-    encode_fn, _, _ = model_functions(model)
+    encode_fn = run_encoder(run_dir).encode
     factors, _ = draw_train_test(np.asarray(store.factor_sizes), num_train, 1, seed, 16)
     out = encode_fn(store.read(store.index_of(factors)))
     codes = out["codes"]

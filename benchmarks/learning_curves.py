@@ -2,7 +2,7 @@
 
 Trains each run with probe's trainer and extends it step count by step count (a finished run extended to
 more steps equals a run trained to that many steps from the start, bit-identically on CPU), evaluating
-``probe.metrics.evaluate_run`` after each leg with the quick presets' sample sizes. Prints one JSON line per
+``probe.perturb.evaluate_run`` after each leg with the quick presets' sample sizes. Prints one JSON line per
 (model, seed, steps) and appends it to ``--out/curves.jsonl``; the wall time of each leg is recorded, so the
 same file sizes a preset's budget.
 
@@ -57,7 +57,8 @@ def main(argv=None):
 
     import torch
 
-    from probe.metrics.evaluate import SMALL_SETTINGS, evaluate_run
+    from probe.metrics import small_settings
+    from probe.perturb import evaluate_run
     from probe.train import train_run
 
     torch.set_num_threads(args.threads)
@@ -74,7 +75,7 @@ def main(argv=None):
                       args.store, run_dir, progress=False)
             train_s = time.perf_counter() - t0
             t0 = time.perf_counter()
-            res = evaluate_run(run_dir, args.store, metrics=args.metrics, seed=0, **SMALL_SETTINGS, n_jobs=1)
+            res = evaluate_run(run_dir, args.store, metrics=args.metrics, seed=0, **small_settings(), n_jobs=1)
             row = {"model": args.model, "tag": args.tag, "model_config": model_config, "seed": seed, "steps": steps,
                    "train_leg_s": round(train_s, 1), "eval_s": round(time.perf_counter() - t0, 1),
                    "metrics": flat_scalars(res["metrics"]),

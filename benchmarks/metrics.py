@@ -247,7 +247,7 @@ def main(argv=None):
     p.add_argument("--num-train", type=int, default=10000)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    from probe.metrics import evaluate_encoder
+    from probe.metrics import Encoder, evaluate_encoder
 
     sizes = [int(x) for x in args.factor_sizes.split(",")]
     metrics = ["mig", "dci", "sap", "modularity_explicitness", "infomec", "factor_vae_score", "beta_vae_score",
@@ -275,7 +275,7 @@ def main(argv=None):
         print(f"store: dsprites-like {sizes} ({store.num_images} images, {args.resolution}px); model: MLP encoder; "
               f"num_train={args.num_train}; cpus={os.cpu_count()}; python {sys.version.split()[0]}", flush=True)
         t0 = time.perf_counter()
-        probe_out = evaluate_encoder(mem, encode, metrics=metrics, seed=args.seed, settings=settings)
+        probe_out = evaluate_encoder(mem, Encoder(encode), metrics=metrics, seed=args.seed, settings=settings)
         t_probe = time.perf_counter() - t0
         print(f"probe:     {t_probe:8.1f} s  {probe_out['settings']['timings_s']}  "
               f"(encoded {probe_out['settings']['images_encoded']} images)", flush=True)

@@ -19,7 +19,7 @@ SUBCOMMANDS = {
     "datasets": "probe.data.cli:datasets",
     "models": "probe.train.cli:models",
     "train": "probe.train.cli:train",
-    "evaluate": "probe.metrics.cli:evaluate",
+    "evaluate": "probe.perturb.evaluate_cli:evaluate",
     "perturb": "probe.perturb.cli:perturb",
     "pipeline": "probe.pipeline.cli:pipeline",
     "report": "probe.report.cli:report",

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from probe.data import StateSpace
-from probe.metrics import CodeCache, beta_vae_score, draw_factors, evaluate_encoder, factor_vae_score
-from probe.metrics.evaluate import SMALL_SETTINGS
+from probe.metrics import (CodeCache, Encoder, beta_vae_score, draw_factors, evaluate_encoder, factor_vae_score,
+                           small_settings)
 
 SIZES = np.array([4, 3, 5, 4, 6, 3, 4, 5, 3, 4])  # 10 factors: chance for the vote scores is ~0.1
 SMALL = {"num_variance_estimate": 1000, "num_train": 300, "num_eval": 300}
@@ -112,11 +112,11 @@ def _toy_encoder(images):
 
 def test_evaluate_encoder_result_shape_and_values(make_toy_store):
     store = make_toy_store(factor_sizes=(3, 4, 5, 5), resolution=16)
-    settings = {**SMALL_SETTINGS, "num_train": 600, "num_test": 300, "dci_n_estimators": 5,
+    settings = {**small_settings(), "num_train": 600, "num_test": 300, "dci_n_estimators": 5,
                 "factor_vae_num_variance_estimate": 500, "factor_vae_num_train": 200, "factor_vae_num_eval": 100,
                 "beta_vae_num_train": 200, "beta_vae_num_eval": 100, "num_reconstruction": 100}
     recon = lambda images: images.astype(np.float64) / 255.0 * 0.9
-    out = evaluate_encoder(store, _toy_encoder, seed=0, settings=settings, reconstruct_fn=recon)
+    out = evaluate_encoder(store, Encoder(_toy_encoder, reconstruct=recon), seed=0, settings=settings)
     m = out["metrics"]
     assert set(m) == {"mig", "dci", "sap", "factor_vae_score", "beta_vae_score", "modularity_explicitness", "infomec",
                       "gaussian_tc", "active_units", "mcc", "reconstruction"}
@@ -132,9 +132,9 @@ def test_evaluate_encoder_result_shape_and_values(make_toy_store):
     assert s["num_train"] == 600 and s["seed"] == 0 and s["sklearn"] and s["store"]["digest"] == store.digest
     assert s["images_encoded"] <= store.num_images
     json.dumps(out)  # JSON-able
-    again = evaluate_encoder(store, _toy_encoder, metrics="mig,sap", seed=0, settings=settings)
+    again = evaluate_encoder(store, Encoder(_toy_encoder), metrics="mig,sap", seed=0, settings=settings)
     assert again["metrics"]["mig"] == m["mig"] and again["metrics"]["sap"] == m["sap"]
-    nov = evaluate_encoder(store, lambda im: _toy_encoder(im)["codes"], metrics=["active_units", "mig"],
+    nov = evaluate_encoder(store, Encoder(lambda im: _toy_encoder(im)["codes"]), metrics=["active_units", "mig"],
                            settings=settings)
     assert "active_units" in nov["skipped"] and "mig" in nov["metrics"]
 
@@ -145,9 +145,9 @@ def test_bad_metric_or_setting_is_a_user_error(make_toy_store, tmp_path, capsys)
 
     store = make_toy_store()
     with pytest.raises(UserError, match="unknown metric"):
-        evaluate_encoder(store, _toy_encoder, metrics="mig,nope")
+        evaluate_encoder(store, Encoder(_toy_encoder), metrics="mig,nope")
     with pytest.raises(UserError, match="unknown evaluation setting"):
-        evaluate_encoder(store, _toy_encoder, settings={"num_trian": 5})
+        evaluate_encoder(store, Encoder(_toy_encoder), settings={"num_trian": 5})
     with pytest.raises(SystemExit) as exc:
         main(["evaluate", str(tmp_path / "run"), "--data", str(store.path), "--metrics", "mig,nope"])
     assert exc.value.code == 2
@@ -166,7 +166,7 @@ def test_evaluate_run_and_cli_on_a_trained_run(make_toy_store, tmp_path):
     run = train_run({"model": "beta-vae", "model_config": {"arch": "mlp"}, "seed": 0,
                      "train": {"steps": 2, "batch_size": 8}}, store.path, tmp_path / "run", progress=False)
     sizes = {"num_train": 300, "num_test": 100, "num_reconstruction": 50}
-    from probe.metrics import evaluate_run
+    from probe.perturb import evaluate_run
 
     out = evaluate_run(run, store.path, metrics=["mig", "active_units", "reconstruction", "gaussian_tc"], **sizes)
     m = out["metrics"]

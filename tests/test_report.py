@@ -382,7 +382,7 @@ def _add_alignment_and_coverage(workdir) -> dict:
 def test_runs_csv_summary_numbers_table1_alignment_coverage(tmp_path):
     import csv
 
-    from probe.report.inputs import METRICS, TIDY_COLUMNS
+    from probe.report.inputs import TIDY_COLUMNS, metric_columns
     from probe.report.paper import TABLE1_MIG
 
     workdir = tmp_path / "wd"
@@ -396,7 +396,7 @@ def test_runs_csv_summary_numbers_table1_alignment_coverage(tmp_path):
         rows = list(csv.DictReader(f))
         f.seek(0)
         assert next(csv.reader(f)) == list(TIDY_COLUMNS)
-    keys = [m[0] for m in METRICS]
+    keys = list(metric_columns())
     retrain = [r for r in rows if r["kind"] == "retrain"]
     robust = [r for r in rows if r["kind"] == "robustness"]
     assert {r["metric"] for r in retrain if not r["metric"].startswith("alignment_")} == set(keys)  # all present

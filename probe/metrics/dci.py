@@ -23,6 +23,7 @@ import scipy.stats
 
 from probe.errors import UserError
 from probe.metrics._common import as_codes, as_factors, thread_map, varying_factors
+from probe.metrics.registry import MetricSpec, ReportColumn
 
 PREDICTORS = ("gbt", "rf")
 
@@ -109,3 +110,19 @@ def dci(codes, factors, test_codes=None, test_factors=None, predictor: str = "gb
         "informativeness_train": float(np.mean(train_acc)),
         "informativeness_test": float(np.mean(test_acc)),
     }
+
+
+def _evaluate(context) -> dict:
+    s = context.settings
+    if s["dci_predictor"] == "rf":  # Tripod: 90/10 split of the one sample
+        return dci(context.train_codes, context.train_factors, predictor="rf", seed=context.seed,
+                   n_estimators=s["dci_n_estimators"], n_jobs=s["n_jobs"])
+    return dci(context.train_codes, context.train_factors, context.test_codes, context.test_factors,
+               predictor=s["dci_predictor"], seed=context.seed, n_estimators=s["dci_n_estimators"], n_jobs=s["n_jobs"])
+
+
+METRIC_SPECS = (MetricSpec(
+    "dci", _evaluate, order=20,
+    settings={"dci_predictor": "gbt", "dci_n_estimators": None},  # dci.gin (None = sklearn default)
+    small={"dci_n_estimators": 20},
+    report=(ReportColumn("dci_d", "DCI-D", "disentanglement"),)),)

@@ -32,6 +32,7 @@ import numpy as np
 from probe.errors import UserError
 from probe.metrics._common import as_codes, as_factors, thread_map, unpenalised_logistic_regression, varying_factors
 from probe.metrics.information import dense_labels, discrete_entropy, discrete_mutual_info, mutual_info_classif_1d
+from probe.metrics.registry import MetricSpec, ReportColumn
 
 PRUNE_RULES = ("range", "iqr", "none")
 INFOE_ENCODINGS = ("auto", "onehot", "standardize")
@@ -147,3 +148,19 @@ def infomec(codes, factors, discrete: bool = False, n_neighbors: int = 3, prune:
     nmi = normalized_mutual_info(codes, factors, discrete, n_neighbors, seed)
     info_m, info_c = infom_infoc(nmi[:, active])
     return {"infom": info_m, "infoe": info_e, "infoc": info_c, "num_active_latents": float(active.sum())}
+
+
+def _evaluate(context) -> dict:
+    s = context.settings
+    use_discrete = context.has("discrete")
+    codes = context.codes_of(context.train_factors, "discrete") if use_discrete else context.train_codes
+    return infomec(codes, context.train_factors, discrete=use_discrete, n_neighbors=s["infomec_n_neighbors"],
+                   prune=s["infomec_prune"], infoe_encoding=s["infomec_encoding"], max_iter=s["infomec_max_iter"],
+                   seed=context.seed, n_jobs=s["n_jobs"])
+
+
+METRIC_SPECS = (MetricSpec(
+    "infomec", _evaluate, order=70, fast=True,
+    settings={"infomec_n_neighbors": 3, "infomec_prune": "range", "infomec_encoding": "auto", "infomec_max_iter": 100},
+    report=(ReportColumn("infom", "InfoM", "infom"), ReportColumn("infoe", "InfoE", "infoe"),
+            ReportColumn("infoc", "InfoC", "infoc"))),)

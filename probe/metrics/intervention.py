@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 
 from probe.metrics._common import factor_sizes_of
+from probe.metrics.registry import MetricSpec, ReportColumn
 
 CHUNK_IMAGES = 1 << 17  # factor rows per codes_of call: bounds the memory of image batches
 
@@ -143,3 +144,34 @@ def beta_vae_score(codes_of, factor_sizes, seed: int = 0, batch_size: int = 64, 
         "train_accuracy": float(np.mean(model.predict(x_train) == y_train)),
         "eval_accuracy": float(np.mean(model.predict(x_eval) == y_eval)),
     }
+
+
+def _evaluate_factor_vae(context) -> dict:
+    s = context.settings
+    return factor_vae_score(context.codes_of, context.factor_sizes, seed=context.seed,
+                            num_variance_estimate=s["factor_vae_num_variance_estimate"],
+                            num_train=s["factor_vae_num_train"], num_eval=s["factor_vae_num_eval"],
+                            batch_size=s["factor_vae_batch_size"], prune_threshold=s["factor_vae_prune_threshold"])
+
+
+def _evaluate_beta_vae(context) -> dict:
+    s = context.settings
+    return beta_vae_score(context.codes_of, context.factor_sizes, seed=context.seed,
+                          batch_size=s["beta_vae_batch_size"], num_train=s["beta_vae_num_train"],
+                          num_eval=s["beta_vae_num_eval"])
+
+
+METRIC_SPECS = (
+    MetricSpec("factor_vae_score", _evaluate_factor_vae, order=40,
+               settings={"factor_vae_num_variance_estimate": 10000, "factor_vae_num_train": 10000,
+                         "factor_vae_num_eval": 5000, "factor_vae_batch_size": 64,
+                         "factor_vae_prune_threshold": 0.05},  # factor_vae_metric.gin
+               small={"factor_vae_num_variance_estimate": 2000, "factor_vae_num_train": 1000,
+                      "factor_vae_num_eval": 500},
+               # the report's tables show the FactorVAE score between DCI and SAP
+               report=(ReportColumn("factor_vae", "FactorVAE score", "eval_accuracy"),), report_order=25),
+    MetricSpec("beta_vae_score", _evaluate_beta_vae, order=50,
+               settings={"beta_vae_num_train": 10000, "beta_vae_num_eval": 5000,  # beta_vae_sklearn.gin
+                         "beta_vae_batch_size": 64},
+               small={"beta_vae_num_train": 1000, "beta_vae_num_eval": 500}),
+)

@@ -10,6 +10,7 @@ import numpy as np
 
 from probe.metrics._common import as_codes, as_factors, varying_factors
 from probe.metrics.information import discrete_entropy, discrete_mutual_info, histogram_discretize
+from probe.metrics.registry import MetricSpec, ReportColumn
 
 
 def mig_from_matrix(mi: np.ndarray, entropy: np.ndarray) -> float:
@@ -34,3 +35,10 @@ def mig(codes, factors, num_bins: int = 20) -> dict:
     binned = histogram_discretize(codes, num_bins)
     mi = discrete_mutual_info(binned, factors)
     return {"mig": mig_from_matrix(mi, discrete_entropy(factors))}
+
+
+def _evaluate(context) -> dict:
+    return mig(context.train_codes, context.train_factors, num_bins=context.settings["num_bins"])
+
+
+METRIC_SPECS = (MetricSpec("mig", _evaluate, order=10, fast=True, report=(ReportColumn("mig", "MIG", "mig"),)),)

@@ -17,6 +17,7 @@ import numpy as np
 
 from probe.metrics._common import as_codes, as_factors, thread_map, varying_factors
 from probe.metrics.information import discrete_mutual_info, histogram_discretize
+from probe.metrics.registry import MetricSpec
 
 
 def modularity_from_matrix(mi: np.ndarray) -> float:
@@ -68,3 +69,12 @@ def modularity_explicitness(codes, factors, test_codes, test_factors, num_bins: 
         "explicitness_train": float(np.mean([s[0] for s in scores])),
         "explicitness_test": float(np.mean([s[1] for s in scores])),
     }
+
+
+def _evaluate(context) -> dict:
+    return modularity_explicitness(context.train_codes, context.train_factors, context.test_codes,
+                                   context.test_factors, num_bins=context.settings["num_bins"],
+                                   n_jobs=context.settings["n_jobs"])
+
+
+METRIC_SPECS = (MetricSpec("modularity_explicitness", _evaluate, order=60, fast=True),)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from probe.metrics.registry import MetricSpec, ReportColumn
+
 
 def reconstruction_sums(images, reconstructions) -> tuple[float, float, int, int]:
     """(Σ bce, Σ squared error, number of images, values per image) for streaming accumulation."""
@@ -32,3 +34,25 @@ def reconstruction_from_sums(bce_sum: float, se_sum: float, n: int, per_image: i
 def reconstruction(images, reconstructions) -> dict:
     """``images`` uint8 (0..255) or float in [0, 1]; ``reconstructions`` float in [0, 1], same shape."""
     return reconstruction_from_sums(*reconstruction_sums(images, reconstructions))
+
+
+def _evaluate(context) -> dict:
+    """The reconstruction of the first ``num_reconstruction`` images of the test sample, in encode batches."""
+    batch = context.settings["encode_batch_size"]
+    idx = context.store.index_of(context.test_factors[: context.settings["num_reconstruction"]])
+    sums = np.zeros(2)
+    count, per_image = 0, 0
+    for start in range(0, idx.size, batch):
+        images = context.store.read(idx[start:start + batch])
+        bce, se, n, per_image = reconstruction_sums(images, context.encoder.reconstruct(images))
+        sums += (bce, se)
+        count += n
+    return reconstruction_from_sums(sums[0], sums[1], count, per_image)
+
+
+METRIC_SPECS = (MetricSpec(
+    "reconstruction", _evaluate, order=110, fast=True, needs=("reconstruct",),
+    settings={"num_reconstruction": 5000},  # first images of the test sample
+    small={"num_reconstruction": 1000},
+    report=(ReportColumn("recon_bce", "Reconstruction (BCE, lower is better)", "bce", higher_is_better=False),
+            ReportColumn("recon_mse", "Reconstruction (MSE, lower is better)", "mse", higher_is_better=False))),)

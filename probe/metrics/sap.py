@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 
 from probe.metrics._common import as_codes, as_factors, thread_map, varying_factors
+from probe.metrics.registry import MetricSpec, ReportColumn
 
 
 def sap_from_matrix(score: np.ndarray) -> float:
@@ -67,3 +68,12 @@ def sap(codes, factors, test_codes=None, test_factors=None, continuous: bool = F
         n_jobs: int | None = -1) -> dict:
     """SAP of ``codes [N, D]`` for ``factors [N, K]`` (constant factors are left out)."""
     return {"sap": sap_from_matrix(sap_matrix(codes, factors, test_codes, test_factors, continuous, seed, n_jobs))}
+
+
+def _evaluate(context) -> dict:
+    return sap(context.train_codes, context.train_factors, context.test_codes, context.test_factors,
+               continuous=context.settings["sap_continuous"], seed=context.seed, n_jobs=context.settings["n_jobs"])
+
+
+METRIC_SPECS = (MetricSpec("sap", _evaluate, order=30, settings={"sap_continuous": False},  # sap_score.gin
+                           fast=True, report=(ReportColumn("sap", "SAP", "sap"),)),)

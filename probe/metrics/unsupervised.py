@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from probe.metrics._common import as_codes, as_factors
+from probe.metrics.registry import MetricSpec
 
 
 def gaussian_tc(codes) -> dict:
@@ -50,3 +51,28 @@ def mcc(codes, factors) -> dict:
     rho = np.abs(ranks(codes).T @ ranks(factors.astype(np.float64)))  # [D, K] Spearman
     rows, cols = linear_sum_assignment(rho, maximize=True)
     return {"mcc": float(rho[rows, cols].mean())}
+
+
+def _evaluate_gaussian_tc(context) -> dict:
+    out = gaussian_tc(context.train_codes)
+    if context.has("variance"):  # sampled codes z = μ + σ·ε (Cheng et al. 2020), ε from RandomState(seed)
+        var = context.codes_of(context.train_factors, "variance")
+        eps = np.random.RandomState(context.seed).standard_normal(var.shape)
+        out["gaussian_tc_sampled"] = gaussian_tc(context.train_codes + np.sqrt(var) * eps)["gaussian_tc"]
+    return out
+
+
+def _evaluate_active_units(context) -> dict:
+    return active_units(context.codes_of(context.train_factors, "variance"), context.settings["active_threshold"])
+
+
+def _evaluate_mcc(context) -> dict:
+    return mcc(context.train_codes, context.train_factors)
+
+
+METRIC_SPECS = (
+    MetricSpec("gaussian_tc", _evaluate_gaussian_tc, order=80, fast=True),
+    MetricSpec("active_units", _evaluate_active_units, order=90, fast=True, needs=("variance",),
+               settings={"active_threshold": 0.8}),  # Zietlow et al. §6
+    MetricSpec("mcc", _evaluate_mcc, order=100, fast=True),
+)

@@ -140,7 +140,7 @@ def validate_audit(config: dict) -> None:
     hyperparameters and train settings exist, the reference pipeline resolves and validates."""
     from probe.models.base import resolve_config
     from probe.models.registry import get_model_class
-    from probe.report.inputs import METRIC_BY_KEY
+    from probe.report.inputs import verdict_metrics
     from probe.train.config import resolve_train_config
 
     pc = config["plugin"]
@@ -153,7 +153,7 @@ def validate_audit(config: dict) -> None:
     if isinstance(pc["check_batch"], bool) or not isinstance(pc["check_batch"], int) or pc["check_batch"] < 2:
         raise UserError(f"plugin.check_batch must be an integer >= 2, got {pc['check_batch']!r}")
     metric = config["verdict"]["metric"]
-    usable = [k for k, m in METRIC_BY_KEY.items() if m[4]]
+    usable = verdict_metrics()
     if metric not in usable:
         raise UserError(f"verdict.metric must be one of {', '.join(usable)} (higher is better), got {metric!r}")
     identity = plugin_identity(pc["model"])
@@ -280,9 +280,9 @@ def summary_line(result: dict) -> str:
 
 
 def _metric_label(key: str) -> str:
-    from probe.report.inputs import METRIC_BY_KEY
+    from probe.report.inputs import metric_label
 
-    return METRIC_BY_KEY[key][1] if key in METRIC_BY_KEY else key
+    return metric_label(key)
 
 
 def format_audit(result: dict) -> str:

@@ -22,9 +22,9 @@ from probe.report import figures as fig
 from probe.report import paper
 from probe.report.document import Document
 from probe.report.inputs import (
-    ALIGNMENT_TARGETS, METRIC_BY_KEY, TIDY_COLUMNS, UNTRAINED_FRACTION, VARIANTS, alignment_value, group_stats,
-    load_inputs, mean_image_mse, metric_value, model_order, present_metrics, resolve_path, seeded_values_by_group,
-    tidy_rows, untrained_runs, values_by_group,
+    ALIGNMENT_TARGETS, TIDY_COLUMNS, UNTRAINED_FRACTION, VARIANTS, alignment_value, group_stats, load_inputs,
+    mean_image_mse, metric_label, metric_value, model_order, present_metrics, resolve_path, seeded_values_by_group,
+    tidy_rows, untrained_runs, values_by_group, verdict_metrics,
 )
 from probe.report.stats import ALPHA, MARGIN, compare, verdict, verdict_rule_text
 from probe.report.why import linear_pca_judgement, status_cell, why_section
@@ -82,7 +82,7 @@ def make_report(workdir, out_dir=None, *, primary_metric: str = "mig", load_runs
     if not workdirs:
         raise UserError("no workdir given")
     all_inputs = [load_inputs(w) for w in workdirs]
-    usable = [k for k, m in METRIC_BY_KEY.items() if m[4]]  # verdicts look for drops: higher must be better
+    usable = verdict_metrics()
     if primary_metric not in usable:
         raise UserError(f"primary metric must be one of {', '.join(usable)} (higher is better), got {primary_metric!r}")
     out_dir = Path(out_dir) if out_dir is not None else Path(all_inputs[0]["_workdir"]) / "report"
@@ -191,7 +191,7 @@ class _Builder:
         return None
 
     def _verdicts(self, doc: Document):
-        label = METRIC_BY_KEY[self.primary][1]
+        label = metric_label(self.primary)
         doc.heading("Verdicts")
         doc.para(verdict_rule_text() + f" Primary metric: **{label}**. A model gets **did not train** instead when "
                  f"any of its orig or mod runs reconstructs no better than {UNTRAINED_FRACTION:.0%} of the mean image's "
@@ -267,7 +267,7 @@ class _Builder:
         # "datasets": {dataset: {variant: {mean, std, n, values, seeds}}}}}}}
         tables = {}
         for key in present:
-            label = METRIC_BY_KEY[key][1]
+            label = metric_label(key)
             headers = ["model"] + [f"{self._label(i)} {v}" for i in self.all_inputs for v in VARIANTS]
             rows = []
             numbers = {}
@@ -313,7 +313,7 @@ class _Builder:
     def _table1_figures(self, doc: Document):
         """Per-seed dots of the primary metric per model × variant, with the paper's Table 1 beside them
         (only for MIG, the metric Table 1 reports, and only for the models and datasets it covers)."""
-        label = METRIC_BY_KEY[self.primary][1]
+        label = metric_label(self.primary)
         for inputs in self.all_inputs:
             name = self._label(inputs)
             groups = values_by_group(inputs["runs"], self.primary)
@@ -349,7 +349,7 @@ class _Builder:
                  f"bootstrap 95% CI of the difference of means (α = {ALPHA}, margin {MARGIN} as in the verdict rule).")
         stats = {}
         for key in present:
-            label = METRIC_BY_KEY[key][1]
+            label = metric_label(key)
             rows = []
             for inputs in self.all_inputs:
                 groups = values_by_group(inputs["runs"], key)
@@ -376,7 +376,7 @@ class _Builder:
         doc.heading("Figures: scores per variant")
         for inputs in self.all_inputs:
             models = model_order(inputs["runs"])
-            panels = [(METRIC_BY_KEY[key][1], values_by_group(inputs["runs"], key)) for key in present]
+            panels = [(metric_label(key), values_by_group(inputs["runs"], key)) for key in present]
             panels = [(label, groups) for label, groups in panels if groups]
             if panels:
                 path = fig.grouped_bars(panels, models, self._figure(f"bars_{self._label(inputs)}.png"))
@@ -399,7 +399,7 @@ class _Builder:
 
     def _robustness(self, doc: Document):
         doc.heading("Robustness over the primary hyperparameter (Fig. 5)")
-        label = METRIC_BY_KEY[self.primary][1]
+        label = metric_label(self.primary)
         any_runs = False
         for inputs in self.all_inputs:
             runs = inputs["robustness"]

@@ -10,28 +10,31 @@ from pathlib import Path
 import numpy as np
 
 from probe.errors import UserError
+from probe.metrics.registry import ReportColumn, report_columns
 from probe.pipeline.variants import VARIANTS
 
-# (key, table label, metric name, field, higher is better); shown only when present in the inputs
-METRICS = [
-    ("mig", "MIG", "mig", "mig", True),
-    ("dci_d", "DCI-D", "dci", "disentanglement", True),
-    ("factor_vae", "FactorVAE score", "factor_vae_score", "eval_accuracy", True),
-    ("sap", "SAP", "sap", "sap", True),
-    ("infom", "InfoM", "infomec", "infom", True),
-    ("infoe", "InfoE", "infomec", "infoe", True),
-    ("infoc", "InfoC", "infomec", "infoc", True),
-    ("recon_bce", "Reconstruction (BCE, lower is better)", "reconstruction", "bce", False),
-    ("recon_mse", "Reconstruction (MSE, lower is better)", "reconstruction", "mse", False),
-]
-METRIC_BY_KEY = {m[0]: m for m in METRICS}
+
+def metric_columns() -> dict[str, ReportColumn]:
+    """{report key: column} of every registered metric (``probe.metrics.registry``), in table order; a
+    metric is shown only when present in the inputs."""
+    return {c.key: c for c in report_columns()}
+
+
+def metric_label(key: str) -> str:
+    column = metric_columns().get(key)
+    return column.label if column else key
+
+
+def verdict_metrics() -> list[str]:
+    """Report keys a verdict can be based on: verdicts look for drops, so higher must be better."""
+    return [key for key, column in metric_columns().items() if column.higher_is_better]
 
 
 def metric_value(metrics: dict | None, key: str) -> float | None:
-    """The float for catalogue ``key`` in an evaluate_run metrics dict, or None if absent/non-finite."""
-    _, _, name, field, _ = METRIC_BY_KEY[key]
+    """The float for report key ``key`` in an evaluate_run metrics dict, or None if absent/non-finite."""
+    column = metric_columns()[key]
     try:
-        value = float((metrics or {})[name][field])
+        value = float((metrics or {})[column.metric][column.field])
     except (KeyError, TypeError, ValueError):
         return None
     return value if math.isfinite(value) else None
@@ -89,7 +92,7 @@ def model_order(runs: list[dict]) -> list[str]:
 
 
 def present_metrics(runs: list[dict]) -> list[str]:
-    return [key for key, *_ in METRICS if any(metric_value(r.get("metrics"), key) is not None for r in runs)]
+    return [key for key in metric_columns() if any(metric_value(r.get("metrics"), key) is not None for r in runs)]
 
 
 def values_by_group(runs: list[dict], key: str) -> dict:
@@ -98,7 +101,7 @@ def values_by_group(runs: list[dict], key: str) -> dict:
 
 
 def seeded_values_by_group(runs: list[dict], key: str, value=None) -> dict:
-    """{(model, variant): [(seed, value) in seed order]}; ``value(run)`` overrides the catalogue lookup
+    """{(model, variant): [(seed, value) in seed order]}; ``value(run)`` overrides the metric lookup
     of metric ``key`` (used for the alignment numbers)."""
     get = value or (lambda run: metric_value(run.get("metrics"), key))
     out: dict = {}
@@ -176,7 +179,7 @@ TIDY_COLUMNS = ("dataset", "model", "variant", "seed", "kind", "hyperparameter",
 
 def tidy_rows(inputs: dict) -> list[dict]:
     """Long-format rows for every retrained ("retrain") and robustness ("robustness") run of one
-    workdir: each catalogue metric (METRICS) and each alignment number present becomes one row.
+    workdir: each metric column (``metric_columns``) and each alignment number present becomes one row.
     ``scale`` is empty for retrain runs; missing values are left out rather than written as blanks."""
     dataset = str(inputs.get("dataset") or "dataset")
     rows = []
@@ -186,7 +189,7 @@ def tidy_rows(inputs: dict) -> list[dict]:
             base = {"dataset": dataset, "model": run["model"], "variant": run["variant"], "seed": run.get("seed"),
                     "kind": kind, "hyperparameter": hp.get("name"), "hyperparameter_value": hp.get("value"),
                     "scale": run.get("scale"), "run_dir": run.get("run_dir")}
-            for key, *_ in METRICS:
+            for key in metric_columns():
                 value = metric_value(run.get("metrics"), key)
                 if value is not None:
                     rows.append({**base, "metric": key, "value": value})

@@ -32,8 +32,8 @@ def alignment_of(select: dict, run_dir, store_path, orig_path, settings: dict) -
 
     from probe.data import open_store
     from probe.metrics import code_alignment
-    from probe.metrics.evaluate import model_functions, resolve_settings
-    from probe.train import load_run
+    from probe.metrics.evaluate import resolve_settings
+    from probe.train import run_encoder
 
     s = resolve_settings(settings.get("sample_sizes") or {})
     device, seed, threshold = s["device"] or "cpu", int(settings.get("seed", 0)), float(s["active_threshold"])
@@ -46,8 +46,7 @@ def alignment_of(select: dict, run_dir, store_path, orig_path, settings: dict) -
     run_idx = np.asarray(run_store.index_of(np.asarray(orig.factors[orig_idx])), dtype=np.int64)
 
     def encode(path, store, idx):
-        model, _ = load_run(path, device=device)
-        encode_fn, _, _ = model_functions(model, device, s["encode_batch_size"])
+        encode_fn = run_encoder(path, device=device, batch_size=s["encode_batch_size"]).encode
         order = np.argsort(idx, kind="stable")         # read in index order, return in sample order
         out = encode_fn(store.read(idx[order]))
         inverse = np.empty_like(order)

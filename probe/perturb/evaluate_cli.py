@@ -11,8 +11,7 @@ import click
 @click.argument("run", type=click.Path())
 @click.option("--data", "data", required=True, type=click.Path(), help="Store to evaluate on (a .zarr store).")
 @click.option("--metrics", "metrics", default=None,
-              help="Comma-separated metric names, or 'fast' (default: all: mig, dci, sap, factor_vae_score, "
-                   "beta_vae_score, modularity_explicitness, infomec, gaussian_tc, active_units, mcc, reconstruction).")
+              help="Comma-separated metric names, or 'fast' (default: all; an unknown name lists them).")
 @click.option("--out", "out", default=None, type=click.Path(), help="Write the result JSON here (atomically).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Evaluation seed (disentanglement_lib: 0).")
 @click.option("--small", is_flag=True, help="Use the small sample sizes of quick presets instead of the reference ones.")
@@ -22,10 +21,12 @@ import click
 def evaluate(run, data, metrics, out, seed, small, settings, device):
     """Compute disentanglement metrics of the trained RUN on a store; prints the metrics as JSON."""
     from probe.cli import parse_set_options
-    from probe.metrics.evaluate import SMALL_SETTINGS, evaluate_run, resolve_metrics, resolve_settings
+    from probe.metrics import small_settings
+    from probe.metrics.evaluate import resolve_metrics, resolve_settings
+    from probe.perturb.evaluate import evaluate_run
     from probe.provenance import write_json_atomic
 
-    overrides = {**(SMALL_SETTINGS if small else {}), **parse_set_options(settings)}
+    overrides = {**(small_settings() if small else {}), **parse_set_options(settings)}
     if device is not None:
         overrides["device"] = device
     resolve_settings(overrides)  # fail on unknown keys before loading anything
