@@ -304,3 +304,19 @@ def test_cli_train_and_set_routing(make_toy_store, tmp_path, capsys):
     assert "Traceback" not in err and not (tmp_path / "x").exists()
     code, _, err = run_probe(["train", "nope", "--data", str(store.path), "--out", str(tmp_path / "y")], capsys)
     assert code == 2 and "unknown model" in err
+
+
+@pytest.mark.parametrize("damage", ["flip", "delete"])
+def test_cli_train_refuses_a_corrupt_store_and_leaves_no_run(make_toy_store, tmp_path, capsys, damage):
+    store = make_toy_store()
+    shard = sorted(p for p in (store.path / "images").rglob("*") if p.is_file() and p.name != "zarr.json")[0]
+    if damage == "flip":
+        data = bytearray(shard.read_bytes())
+        data[10] ^= 0x01
+        shard.write_bytes(bytes(data))
+    else:
+        shard.unlink()
+    out = tmp_path / "run"
+    code, _, err = run_probe(["train", "beta-vae", "--data", str(store.path), "--out", str(out), "--steps", "2"], capsys)
+    assert code == 2 and str(store.path) in err and "Traceback" not in err
+    assert not out.exists()

@@ -205,7 +205,7 @@ def train_manipulation(store_path, entangled_runs, disentangled_runs, out_dir, c
     """
     from probe.data import open_store
 
-    store = open_store(store_path)
+    store = open_store(store_path, verify=True)
     cfg = resolve_manipulation_config(config, store.name)
     entangled_runs = [str(Path(r)) for r in entangled_runs]
     disentangled_runs = [str(Path(r)) for r in disentangled_runs]

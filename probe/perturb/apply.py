@@ -86,7 +86,7 @@ def apply_manipulation(store_path, manipulation_dir, out_store, *, epsilon: floa
     from probe.data import open_store
     from probe.perturb.adversarial import load_manipulation
 
-    parent = open_store(store_path)
+    parent = open_store(store_path, verify=True)
     net, info = load_manipulation(manipulation_dir, device=device)
     if info["store"]["digest"] != parent.digest:
         raise UserError(f"the manipulation in {manipulation_dir} was trained on {info['store']['path']} "
@@ -126,7 +126,7 @@ def make_noise_store(store_path, out_store, *, epsilon: float, seed: int, overwr
     """The §5.2 baseline: x'' = fold(x + u), u ~ U[−ε, ε] i.i.d. per pixel and channel, as a store (origin.kind "noise")."""
     from probe.data import open_store
 
-    parent = open_store(store_path)
+    parent = open_store(store_path, verify=True)
     eps = float(epsilon)
     if not 0 < eps <= 1:
         raise UserError(f"epsilon must be in (0, 1], got {eps}")

@@ -21,7 +21,7 @@ def evaluate_run(run_dir, store_path, metrics=None, seed: int = 0, **sample_size
     from probe.train import run_encoder
 
     settings = resolve_settings(sample_sizes)
-    store = open_store(store_path)
+    store = open_store(store_path, verify=True)
     encoder = run_encoder(run_dir, device=settings["device"] or "cpu", batch_size=settings["encode_batch_size"])
     model_shape = tuple(getattr(encoder.model, "image_shape", ()))
     h, w, c = store.image_shape

@@ -81,7 +81,8 @@ def _isolated_global_rng(device: torch.device):
 def _open_data(data):
     from probe.data import Store, open_store
 
-    return data if isinstance(data, Store) else open_store(data)
+    store = data if isinstance(data, Store) else open_store(data)
+    return store.ensure_intact()  # never train on a corrupt store (issue 17): exit 2 naming it, no run folder
 
 
 def _build_model(resolved: dict):
