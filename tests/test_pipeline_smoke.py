@@ -269,3 +269,11 @@ def test_local_cluster_workers_start_without_malloc_trim_threshold():
         finally:
             executor.close()
     assert list(env.values()) == [{"MALLOC_TRIM_THRESHOLD_": None, "OMP_NUM_THREADS": "1"}]
+
+
+def test_bad_set_type_exits_2_before_any_job(tmp_path, capsys):
+    workdir = tmp_path / "wd"
+    code, _, err = run_probe(["pipeline", "run", "modify-dsprites", "--preset", "smoke", "--workdir", str(workdir),
+                              "--set", "restarts.model_config.beta=abc"], capsys)
+    assert code == 2 and "hyperparameter 'beta' must be a number" in err
+    assert not workdir.exists()  # nothing was started

@@ -320,3 +320,14 @@ def test_cli_train_refuses_a_corrupt_store_and_leaves_no_run(make_toy_store, tmp
     code, _, err = run_probe(["train", "beta-vae", "--data", str(store.path), "--out", str(out), "--steps", "2"], capsys)
     assert code == 2 and str(store.path) in err and "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("setting", ["beta=abc", "lr=fast", "lr=true"])
+def test_cli_train_bad_hyperparameter_type_exits_2(make_toy_store, tmp_path, capsys, setting):
+    store = make_toy_store()
+    out = tmp_path / "run"
+    code, _, err = run_probe(["train", "beta-vae", "--data", str(store.path), "--out", str(out), "--steps", "2",
+                              "--set", setting], capsys)
+    key = setting.split("=")[0]
+    assert code == 2 and f"hyperparameter {key!r} must be a number" in err and "Traceback" not in err
+    assert not out.exists()

@@ -177,5 +177,43 @@ def resolve_config(model_cls: type[ProbeModel], dataset: str | None = None, over
         if key not in config:
             known = ", ".join(sorted(config))
             raise UserError(f"model {model_cls.name!r} has no hyperparameter {key!r} (known: {known})")
+        expected = _type_of(config[key])
+        if expected is not None and not _is_a(value, expected):
+            raise UserError(f"model {model_cls.name!r}: hyperparameter {key!r} must be {expected} (default "
+                            f"{config[key]!r}), got {value!r}")
         config[key] = value
     return config
+
+
+def _type_of(default) -> str | None:
+    """The kind of value a hyperparameter takes, from its default (None: any, e.g. num_latent = None)."""
+    if default is None:
+        return None
+    if isinstance(default, bool):
+        return "true or false"
+    if isinstance(default, int):
+        return "an integer"
+    if isinstance(default, float):
+        return "a number"
+    if isinstance(default, str):
+        return "a string"
+    if isinstance(default, (list, tuple)):
+        return "a list"
+    if isinstance(default, dict):
+        return "a table"
+    return None
+
+
+def _is_a(value, expected: str) -> bool:
+    # a typed value must match before any job starts (issue 17: `--set beta=abc` gave tracebacks from workers)
+    if expected == "true or false":
+        return isinstance(value, bool)
+    if expected == "an integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected == "a number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if expected == "a string":
+        return isinstance(value, str)
+    if expected == "a list":
+        return isinstance(value, (list, tuple))
+    return isinstance(value, dict)
