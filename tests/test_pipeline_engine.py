@@ -232,3 +232,17 @@ def test_config_presets_and_set(tmp_path):
         resolve(str(path), "bad")
     with pytest.raises(UserError, match="unknown pipeline"):
         resolve("no-such-pipeline", "small")
+
+
+def test_damaged_stage_record_is_reported_and_recomputed_from_its_jobs(tmp_path, counter):
+    wd = tmp_path / "wd"
+    results, _ = run_stages(make_stages(), wd)
+    calls = len(counter())
+    record = wd / "square" / engine.stage_digests(make_stages())["square"] / "stage.json"
+    record.write_text(record.read_text()[:40])  # truncated, as by a full disk or a kill mid-copy
+    assert {s["name"]: s["state"] for s in workdir_status(wd)["stages"]}["square"] == "damaged"
+    results2, reports = run_stages(make_stages(), wd)
+    assert results2 == results  # the same result, rebuilt from the finished jobs: no job ran again
+    assert [r.cached for r in reports] == [True, False, True] and len(counter()) == calls
+    assert json.loads(record.read_text())["result"] == results["square"]
+    assert {s["name"]: s["state"] for s in workdir_status(wd)["stages"]}["square"] == "complete"

@@ -17,6 +17,7 @@ import datetime as _dt
 import json
 import logging
 import os
+import shutil
 import socket
 from pathlib import Path
 from typing import Any
@@ -61,10 +62,27 @@ def log_path(workdir: Path, stage: str, key: str) -> Path:
 
 
 def load_stage_result(workdir: Path, stage: str, digest: str) -> dict | None:
-    path = final_dir(workdir, stage, digest) / STAGE_FILE
-    if not path.exists():
+    """The cached result of a finished stage, or None when it must run.
+
+    A finished stage's folder whose record is missing or damaged (a truncated ``stage.json``) is handed back to
+    job-level resumption: the folder is renamed to its ``.partial`` name, so the stage runs again, reuses every
+    finished job in it and writes a new record."""
+    final = final_dir(workdir, stage, digest)
+    if not final.exists():
         return None
-    return json.loads(path.read_text())["result"]
+    if stage_record_ok(final):
+        return read_json(final / STAGE_FILE)["result"]
+    partial = partial_dir(workdir, stage, digest)
+    if partial.exists():
+        shutil.rmtree(partial)
+    final.rename(partial)
+    return None
+
+
+def stage_record_ok(folder: Path) -> bool:
+    """Whether a finished stage's folder holds a readable record (``workdir_status`` and the engine agree)."""
+    record = read_json(folder / STAGE_FILE)
+    return isinstance(record, dict) and isinstance(record.get("result"), dict)
 
 
 # -- the lock ---------------------------------------------------------------------------------------
@@ -135,7 +153,9 @@ def workdir_status(workdir: str | os.PathLike) -> dict:
         final, partial = final_dir(workdir, s["name"], s["digest"]), partial_dir(workdir, s["name"], s["digest"])
         entry = {"name": s["name"], "digest": s["digest"], "total": len(s["jobs"]), "done": 0, "running": [],
                  "failed": [], "interrupted": []}
-        if (final / STAGE_FILE).exists():
+        if (final / STAGE_FILE).exists() and not stage_record_ok(final):
+            entry.update(state="damaged")  # the next `pipeline run` recomputes it (load_stage_result)
+        elif (final / STAGE_FILE).exists():
             entry.update(state="complete", done=len(s["jobs"]))
         else:
             for key in s["jobs"]:
