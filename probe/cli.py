@@ -6,6 +6,7 @@ Exit codes: 0 success, 2 user error (one message on stderr, no traceback), 1 bug
 
 from __future__ import annotations
 
+import errno
 import sys
 
 import click
@@ -58,6 +59,9 @@ def cli():
     """
 
 
+USER_OS_ERRORS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
+
+
 def main(argv=None) -> None:
     try:
         cli.main(args=argv, prog_name="probe", standalone_mode=False)
@@ -72,6 +76,14 @@ def main(argv=None) -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        # where probe may not write (a read-only --workdir or --out, a full disk): the user's environment, not
+        # a bug, so one message naming the path and exit 2; any other OSError is a bug and keeps its traceback
+        if exc.errno not in USER_OS_ERRORS:
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        click.echo(f"error: cannot write{where}: {exc.strerror}; choose a folder you can write to", err=True)
+        sys.exit(2)
     sys.exit(0)
 
 

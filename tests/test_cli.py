@@ -27,3 +27,25 @@ def test_help_lists_every_command_without_importing_them():
     for name, (_, summary) in SUBCOMMANDS.items():
         assert f"{name}  " in out and summary in out
     assert "HEAVY []" in out
+
+
+def test_read_only_workdir_exits_2_with_one_message(tmp_path, capsys, monkeypatch):
+    # a read-only folder, emulated so that it holds for root too (root ignores permission bits)
+    import errno
+    import pathlib
+
+    from conftest import run_probe
+
+    readonly = tmp_path / "readonly"
+    readonly.mkdir()
+    real_mkdir = pathlib.Path.mkdir
+
+    def mkdir(self, *args, **kwargs):
+        if str(self).startswith(str(readonly)):
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "mkdir", mkdir)
+    code, _, err = run_probe(["pipeline", "run", "modify-dsprites", "--preset", "smoke", "--workdir",
+                              str(readonly / "wd")], capsys)
+    assert code == 2 and f"cannot write {readonly / 'wd'}: Permission denied" in err and "Traceback" not in err
