@@ -198,7 +198,9 @@ def _type_of(default) -> str | None:
     if isinstance(default, str):
         return "a string"
     if isinstance(default, (list, tuple)):
-        return "a list"
+        # a numeric list may also be given as one number (SlowVAE's transition_rate: a range or a fixed rate)
+        numeric = default and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in default)
+        return "a number or a list" if numeric else "a list"
     if isinstance(default, dict):
         return "a table"
     return None
@@ -216,4 +218,6 @@ def _is_a(value, expected: str) -> bool:
         return isinstance(value, str)
     if expected == "a list":
         return isinstance(value, (list, tuple))
+    if expected == "a number or a list":
+        return isinstance(value, (list, tuple)) or (isinstance(value, (int, float)) and not isinstance(value, bool))
     return isinstance(value, dict)
