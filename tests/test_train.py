@@ -331,3 +331,29 @@ def test_cli_train_bad_hyperparameter_type_exits_2(make_toy_store, tmp_path, cap
     key = setting.split("=")[0]
     assert code == 2 and f"hyperparameter {key!r} must be a number" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_retry_after_nan_stop_with_new_lr_succeeds_on_same_out(make_toy_store, tmp_path, capsys):
+    store = make_toy_store()
+    out = tmp_path / "r"
+    argv = ["train", "test_train:ExplodingAE", "--data", str(store.path), "--out", str(out), "--no-progress",
+            "--set", "checkpoint_every=10", "--set", "log_every=5", "--set", "batch_size=8"]
+    code, _, err = run_probe(argv + ["--steps", "50"], capsys)
+    assert code == 2 and "NaN or infinite at step 26" in err and (out / "failed.json").exists()
+    # the failed run does not block a retry with another configuration on the same --out
+    code, _, err = run_probe(argv + ["--steps", "20", "--set", "lr=1e-5"], capsys)
+    assert code == 0, err
+    assert (out / "done.json").exists() and not (out / "failed.json").exists()
+    assert json.loads((out / "config.json").read_text())["model_config"]["lr"] == 1e-5
+
+
+def test_another_configuration_over_a_healthy_run_needs_overwrite(make_toy_store, tmp_path):
+    store = make_toy_store()
+    out = tmp_path / "r"
+    base = {"model": "ae", "train": {"steps": 10, **FAST}}
+    train_run(base, store, out, progress=False)
+    other = {**base, "model_config": {"lr": 1e-5}}
+    with pytest.raises(UserError, match="pass --overwrite to replace it"):
+        train_run(other, store, out, progress=False)
+    train_run(other, store, out, progress=False, overwrite=True)
+    assert json.loads((out / "config.json").read_text())["model_config"]["lr"] == 1e-5

@@ -53,10 +53,13 @@ def list_models():
                    "or model hyperparameter (see the model's defaults); repeatable.")
 @click.option("--dataset", default=None, help="Preset name for the model's hyperparameters (default: the store's name).")
 @click.option("--device", default=None, help="cpu, cuda, cuda:N or auto (default auto: cuda if present).")
+@click.option("--overwrite", is_flag=True, default=False,
+              help="Replace a run with another configuration that already holds --out (a failed run, or one that "
+                   "never checkpointed, is replaced without it).")
 @click.option("--resume/--no-resume", default=True, show_default=True,
               help="Continue an interrupted run in --out (with the same configuration).")
 @click.option("--progress/--no-progress", default=True, show_default=True)
-def train(model, data, out, steps, seed, settings, dataset, device, resume, progress):
+def train(model, data, out, steps, seed, settings, dataset, device, overwrite, resume, progress):
     """Train MODEL (a name from `probe models list` or package.module:Class) on a store."""
     from probe.cli import parse_set_options
     from probe.models.registry import get_model_class
@@ -75,5 +78,5 @@ def train(model, data, out, steps, seed, settings, dataset, device, resume, prog
     if steps is not None:
         train_cfg["steps"] = steps
     run_config = {"model": model, "model_config": model_cfg, "dataset": dataset, "seed": seed, "train": train_cfg}
-    run_dir = train_run(run_config, data, out, resume=resume, device=device, progress=progress)
+    run_dir = train_run(run_config, data, out, resume=resume, device=device, progress=progress, overwrite=overwrite)
     click.echo(str(run_dir))

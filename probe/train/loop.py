@@ -43,12 +43,14 @@ class Schedule:
 
 
 def open_run(folder: RunFolder, record: dict, identity_of: Callable[[dict], dict], *, steps: int,
-             resume: bool) -> Session | None:
+             resume: bool, overwrite: bool = False) -> Session | None:
     """Create ``folder`` or find the checkpoint to continue it from; None when it is already complete.
 
     ``record`` is written as the folder's config; ``identity_of(config)`` is what must match for a resume
     to continue the same run. A finished run may be extended to more ``steps``, never shortened; without
-    ``resume`` an existing run is an error.
+    ``resume`` an existing run is an error. A run that never wrote a checkpoint, or that stopped on a NaN loss
+    (``FAILED``), holds nothing to continue: it is replaced, whatever its configuration, so a retry with a
+    new configuration works in the same place; ``overwrite`` replaces any run.
     """
     path = folder.path
     identity = identity_of(record)
@@ -60,6 +62,9 @@ def open_run(folder: RunFolder, record: dict, identity_of: Callable[[dict], dict
         path.mkdir()
     elif not path.is_dir():
         raise UserError(f"{path} exists and is not a run folder")
+    elif folder.config_path.exists() and (overwrite or folder.is_failed
+                                           or not (folder.has_checkpoint or folder.is_complete)):
+        folder.reset()
     elif not folder.config_path.exists():
         if any(path.iterdir()):
             raise UserError(f"{path} exists, is not empty and holds no run ({folder.CONFIG} missing); "
@@ -137,6 +142,7 @@ class Session:
             if bad >= 0:
                 kept = (f"the last good checkpoint (step {last_checkpoint}) is kept in {folder.checkpoint_path}"
                         if last_checkpoint is not None else "no checkpoint had been written yet")
+                folder.write_failed({"step": bad, "watch": watch, "last_checkpoint": last_checkpoint})
                 raise UserError(f"training diverged: the {watch} became NaN or infinite at step {bad} of {steps} "
                                 f"({label}); the run stopped and {kept}. "
                                 "Lower the learning rate (--set lr=...) or change the configuration, then train again.")

@@ -31,6 +31,7 @@ class RunFolder:
     CHECKPOINT = "checkpoint.pt"
     LOG = "metrics.jsonl"
     DONE = "done.json"
+    FAILED = "failed.json"  # written when a run stops on a NaN loss: nothing in it is worth continuing
     noun = "training run"
 
     def __init__(self, path):
@@ -63,6 +64,27 @@ class RunFolder:
     def has_checkpoint(self) -> bool:
         return self.checkpoint_path.exists()
 
+    @property
+    def failed_path(self) -> Path:
+        return self.path / self.FAILED
+
+    @property
+    def is_failed(self) -> bool:
+        return self.failed_path.exists()
+
+    def write_failed(self, record: dict) -> None:
+        write_json_atomic(self.failed_path, record)
+
+    def own_files(self) -> list[Path]:
+        """Every file this type names (a subclass's too), existing or not."""
+        names = {getattr(type(self), a) for a in dir(type(self)) if a.isupper() and isinstance(getattr(type(self), a), str)}
+        return [self.path / n for n in sorted(names)]
+
+    def reset(self) -> None:
+        """Remove the run's own files (nothing else in the folder), for a fresh start in the same place."""
+        for path in self.own_files():
+            path.unlink(missing_ok=True)
+
     def require_complete(self, hint: str = "") -> None:
         """UserError unless the run has finished; ``hint`` says what to do about it."""
         if not self.is_complete:
@@ -89,7 +111,8 @@ class RunFolder:
             normalised = json.loads(json.dumps(identity))  # tuples -> lists, as stored in the config
             diffs = sorted(k for k in normalised if normalised[k] != old_identity.get(k))
             raise UserError(f"{self.path} holds a different {self.noun}: a different configuration "
-                            f"(differs in: {', '.join(diffs)}); choose another --out or remove it")
+                            f"(differs in: {', '.join(diffs)}); pass --overwrite to replace it, or choose "
+                            "another --out")
 
     # -- done record ----------------------------------------------------------------------------------
     def read_done(self) -> dict:

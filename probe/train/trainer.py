@@ -126,7 +126,7 @@ class _TrainingState:
 
 
 def train_run(run_config: dict, data, out, *, resume: bool = True, device: str | None = None, progress: bool = True,
-              stop_after: int | None = None) -> Path:
+              stop_after: int | None = None, overwrite: bool = False) -> Path:
     """Train one model; returns the run folder ``out``.
 
     ``data`` is a store path or an opened Store. ``resume``: continue a run folder left by an
@@ -144,7 +144,8 @@ def train_run(run_config: dict, data, out, *, resume: bool = True, device: str |
     record = {**resolved, "code_version": code_version(), "environment": environment(),
               "runtime": {"device": str(dev), "precision": precision, "compile": train["compile"],
                           "torch_threads": torch.get_num_threads()}}
-    session = open_run(RunFolder(out), record, identity_of, steps=train["steps"], resume=resume)
+    session = open_run(RunFolder(out), record, identity_of, steps=train["steps"], resume=resume,
+                       overwrite=overwrite)
     if session is None:
         return out
     with _isolated_global_rng(dev):
