@@ -246,3 +246,20 @@ def test_damaged_stage_record_is_reported_and_recomputed_from_its_jobs(tmp_path,
     assert [r.cached for r in reports] == [True, False, True] and len(counter()) == calls
     assert json.loads(record.read_text())["result"] == results["square"]
     assert {s["name"]: s["state"] for s in workdir_status(wd)["stages"]}["square"] == "complete"
+
+
+def test_progress_without_a_terminal_prints_finished_jobs_at_an_interval():
+    import io
+
+    from probe.pipeline.progress import Progress
+
+    stream = io.StringIO()  # not a terminal
+    progress = Progress(stream, interval_s=0.0)
+    for done in range(4):
+        progress.line(1, 2, "retrain", done, 3, None, final=done == 3)
+    assert [line.split()[2] for line in stream.getvalue().splitlines()] == ["0/3", "1/3", "2/3", "3/3"]
+    stream = io.StringIO()
+    progress = Progress(stream, interval_s=3600.0)
+    for done in range(4):
+        progress.line(1, 2, "retrain", done, 3, None, final=done == 3)
+    assert [line.split()[2] for line in stream.getvalue().splitlines()] == ["0/3", "3/3"]  # start and end only

@@ -46,7 +46,7 @@ def show(name, preset, sets):
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="dask scheduler address (tcp://host:8786); 'synchronous' runs jobs in this process; "
                    "default: a LocalCluster sized to this machine")
-@click.option("--workers", type=int, default=None, help="LocalCluster workers (default: one per GPU, else cores/2)")
+@click.option("--workers", type=int, default=None, help="LocalCluster workers (default: one per GPU, else one single-threaded worker per CPU core)")
 @click.option("--until", default=None, metavar="STAGE", help="stop after this stage")
 @click.option("--force", default=None, metavar="STAGE", help="recompute this stage and everything after it")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a config value (dotted key)")
