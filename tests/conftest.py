@@ -82,3 +82,31 @@ def toy_dsprites_restarts(root, steps: int, count: int = 2):
                        "train": {"steps": steps, "batch_size": 16, "log_every": steps // 2, "checkpoint_every": steps}},
                       store.path, root / f"r{seed}", progress=False) for seed in range(count)]
     return store, runs
+
+
+STORE_DAMAGES = ("flip", "delete", "truncate", "factor_sizes")
+
+
+def damage_store(store_path, damage: str) -> None:
+    """Corrupt a store the ways issue 17 found training went on silently: a flipped bit in a shard, a deleted or
+    truncated shard, or ``factor_sizes`` edited in the store's attributes."""
+    import json
+    from pathlib import Path
+
+    root = Path(store_path)
+    shard = sorted(p for p in (root / "images").rglob("*") if p.is_file() and p.name != "zarr.json")[0]
+    if damage == "flip":
+        data = bytearray(shard.read_bytes())
+        data[10] ^= 0x01
+        shard.write_bytes(bytes(data))
+    elif damage == "delete":
+        shard.unlink()
+    elif damage == "truncate":
+        shard.write_bytes(shard.read_bytes()[:100])
+    elif damage == "factor_sizes":
+        meta = json.loads((root / "zarr.json").read_text())
+        sizes = meta["attributes"]["probe"]["factor_sizes"]
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+        (root / "zarr.json").write_text(json.dumps(meta))
+    else:
+        raise ValueError(damage)

@@ -6,6 +6,8 @@ import pytest
 from probe.data import StateSpace, create_store, open_store, write_store
 from probe.errors import UserError
 
+from conftest import STORE_DAMAGES, damage_store
+
 
 def _meta(sizes):
     return dict(name="toy", factor_names=[f"f{k}" for k in range(len(sizes))], factor_sizes=list(sizes),
@@ -104,10 +106,6 @@ def test_toy_fixture(make_toy_store):
 
 
 # -- proven intact before use (issue 17) ---------------------------------------------------------------------------
-def _shard_files(store):
-    return sorted(p for p in (store.path / "images").rglob("*") if p.is_file() and p.name != "zarr.json")
-
-
 def test_ensure_intact_verifies_once_then_trusts_the_marker(make_toy_store, monkeypatch):
     from probe.data import open_store
     from probe.data.store import VERIFIED_MARKER, Store
@@ -124,29 +122,11 @@ def test_ensure_intact_verifies_once_then_trusts_the_marker(make_toy_store, monk
     open_store(store.path, verify=True)  # unchanged files: no recomputation
 
 
-@pytest.mark.parametrize("damage", ["flip", "delete", "truncate", "factor_sizes"])
+@pytest.mark.parametrize("damage", STORE_DAMAGES)
 def test_damaged_store_is_refused_naming_it(make_toy_store, damage):
-    import json as _json
-
-    from probe.data import open_store
-
     store = make_toy_store()
     open_store(store.path, verify=True)  # a marker from when it was intact must not hide the damage
-    shard = _shard_files(store)[0]
-    if damage == "flip":
-        data = bytearray(shard.read_bytes())
-        data[10] ^= 0x01
-        shard.write_bytes(bytes(data))
-    elif damage == "delete":
-        shard.unlink()
-    elif damage == "truncate":
-        shard.write_bytes(shard.read_bytes()[:100])
-    else:
-        meta_path = store.path / "zarr.json"
-        meta = _json.loads(meta_path.read_text())
-        sizes = meta["attributes"]["probe"]["factor_sizes"]
-        sizes[0], sizes[1] = sizes[1], sizes[0]
-        meta_path.write_text(_json.dumps(meta))
+    damage_store(store.path, damage)
     with pytest.raises(UserError) as err:
         open_store(store.path, verify=True)
     assert str(store.path) in str(err.value)

@@ -15,7 +15,7 @@ from probe.models.ae import AE
 from probe.models.base import Batch, bernoulli_reconstruction
 from probe.models.registry import BUILTIN_MODELS
 from probe.train import load_run, resolve_run_config, train_run
-from conftest import run_probe
+from conftest import STORE_DAMAGES, damage_store, run_probe
 
 FAST = {"batch_size": 8, "log_every": 5, "checkpoint_every": 10}
 EXPECTED_MODELS = ["ae", "beta-vae", "beta-tcvae", "factor-vae", "dip-vae-i", "dip-vae-ii", "slow-vae", "rtc-vae", "pcl",
@@ -306,23 +306,10 @@ def test_cli_train_and_set_routing(make_toy_store, tmp_path, capsys):
     assert code == 2 and "unknown model" in err
 
 
-@pytest.mark.parametrize("damage", ["flip", "delete", "truncate", "factor_sizes"])
+@pytest.mark.parametrize("damage", STORE_DAMAGES)
 def test_cli_train_refuses_a_corrupt_store_and_leaves_no_run(make_toy_store, tmp_path, capsys, damage):
     store = make_toy_store()
-    shard = sorted(p for p in (store.path / "images").rglob("*") if p.is_file() and p.name != "zarr.json")[0]
-    if damage == "flip":
-        data = bytearray(shard.read_bytes())
-        data[10] ^= 0x01
-        shard.write_bytes(bytes(data))
-    elif damage == "delete":
-        shard.unlink()
-    elif damage == "truncate":
-        shard.write_bytes(shard.read_bytes()[:100])
-    else:  # factor_sizes edited in the store's attributes
-        meta = json.loads((store.path / "zarr.json").read_text())
-        sizes = meta["attributes"]["probe"]["factor_sizes"]
-        sizes[0], sizes[1] = sizes[1], sizes[0]
-        (store.path / "zarr.json").write_text(json.dumps(meta))
+    damage_store(store.path, damage)
     out = tmp_path / "run"
     code, _, err = run_probe(["train", "beta-vae", "--data", str(store.path), "--out", str(out), "--steps", "2"], capsys)
     assert code == 2 and str(store.path) in err and "Traceback" not in err
