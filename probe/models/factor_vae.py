@@ -16,7 +16,8 @@ Choices and their sources:
 * ``shuffle(z)`` permutes every latent column independently across the **same** batch (reference code
   ``shuffle_codes``); the paper draws a second minibatch instead.
 * Discriminator: 6 × Linear(1000) + leaky ReLU(0.2) → Linear(2) (reference ``fc_discriminator``; TF's
-  leaky slope is 0.2, PyTorch's default would be 0.01); glorot-uniform init as TF.
+  leaky slope is 0.2, PyTorch's default would be 0.01); glorot-uniform init as TF. ``disc_width`` (default 1000,
+  the reference's) narrows it; only the pipelines' smoke preset does (a 1000-unit one is 20 MB of weights per run).
 * Optimisers: the VAE uses the model's Adam (lr 1e-4, β = (0.9, 0.999)); the discriminator its own Adam
   lr 1e-4, β = (0.5, 0.9), ε = 1e-8 (reference ``shared.gin``; the paper's values).
 * γ: Zietlow et al. 2021 Table 2 — 35 (dSprites), 7 (Shapes3D); the default is the dSprites value.
@@ -86,11 +87,11 @@ class FactorVAE(GaussianVAE):
 
     def __init__(self, config: dict, image_shape, num_factors: int):
         super().__init__(config, image_shape, num_factors)
-        self.discriminator = Discriminator(self.num_latent)
+        self.discriminator = Discriminator(self.num_latent, hidden=int(self.config["disc_width"]))
 
     @classmethod
     def default_config(cls) -> dict:
-        return {**super().default_config(), "gamma": 35.0, **DISCRIMINATOR_ADAM}
+        return {**super().default_config(), "gamma": 35.0, "disc_width": 1000, **DISCRIMINATOR_ADAM}
 
     @classmethod
     def presets(cls) -> dict[str, dict]:

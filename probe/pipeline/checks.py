@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from probe.errors import UserError
-from probe.pipeline.stages.common import model_train, primary_hyperparameter
+from probe.pipeline.stages.common import KEEP_CHECKPOINTS, KEEP_CHOICES, keep_checkpoints, model_train, primary_hyperparameter
 from probe.pipeline.variants import VARIANTS
 
 
@@ -23,6 +23,9 @@ def validate_modify(config: dict) -> None:
         raise UserError(f"store.source must be 'synthetic' or 'official', got {st['source']!r}")
     if st["source"] == "official":
         check_official_file(dataset, st.get("file") or None)
+    keep = keep_checkpoints(config)
+    if keep not in KEEP_CHOICES:
+        raise UserError(f"pipeline.{KEEP_CHECKPOINTS} must be one of {', '.join(map(repr, KEEP_CHOICES))}, got {keep!r}")
     rt, rs, rb = config["retrain"], config["restarts"], config["robustness"]
     first_seed = rt.get("first_seed", 0)
     if isinstance(first_seed, bool) or not isinstance(first_seed, int) or first_seed < 0:

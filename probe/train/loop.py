@@ -84,6 +84,7 @@ def open_run(folder: RunFolder, record: dict, identity_of: Callable[[dict], dict
                                 "a run cannot be shortened (choose another --out)")
         if folder.has_checkpoint:
             checkpoint = folder.load_checkpoint()
+            folder.require_continuable(checkpoint, steps)  # a compacted run holds weights only
             if checkpoint["identity_digest"] != identity_digest:
                 raise UserError(f"{folder.checkpoint_path} belongs to a different configuration than "
                                 f"{folder.config_path}; remove the run folder")

@@ -3,7 +3,10 @@
 A run folder (``probe train`` makes one per model, ``probe perturb train`` one per manipulation)::
 
     config.json     the resolved configuration and its provenance; its identity decides what a resume may continue
-    checkpoint.pt   the latest state, replaced atomically; tensors and plain containers only (``weights_only`` loads it)
+    checkpoint.pt   the latest state, replaced atomically; tensors and plain containers only (``weights_only`` loads it).
+                    A complete run may be compacted (:meth:`RunFolder.compact`) to its final weights: the step, the
+                    identity digest and the ``WEIGHTS`` entries, marked ``COMPACTED``; it still loads and evaluates,
+                    but cannot be continued (no optimiser, RNG or log state)
     metrics.jsonl   one JSON object per logged step (a manipulation run names it losses.jsonl)
     done.json       written last: {"steps", "wall_time_s", "final", ...}; a folder holding it is complete
 
@@ -22,6 +25,7 @@ from probe.errors import UserError
 from probe.provenance import atomic_path, digest_json, sha256_file, write_json_atomic
 
 CHECKPOINT_FORMAT = 1
+COMPACTED = "compacted"  # checkpoint entry of a compacted run: {"bytes_before", "hint"}
 
 
 class RunFolder:
@@ -33,6 +37,9 @@ class RunFolder:
     DONE = "done.json"
     FAILED = "failed.json"  # written when a run stops on a NaN loss: nothing in it is worth continuing
     noun = "training run"
+    # what a compacted checkpoint keeps besides the step and the identity digest: what loading a finished run reads
+    # (probe.train.trainer.load_run); everything else in a checkpoint exists only to continue the run
+    WEIGHTS = ("model",)
 
     def __init__(self, path):
         self.path = Path(path)
@@ -143,6 +150,38 @@ class RunFolder:
             raise UserError(f"{path} is not a probe checkpoint (format {CHECKPOINT_FORMAT})")
         return payload
 
+    def compact(self, hint: str) -> dict:
+        """Rewrite the complete run's checkpoint to its final weights (``WEIGHTS``, the step and the identity digest),
+        dropping optimiser, RNG and log state: what evaluation and every later stage read, at a third of the size or
+        less. The run can no longer be continued or extended; ``hint`` is kept in the checkpoint and says, in the
+        error a later extension gets, how to keep full checkpoints. Idempotent; returns the ``COMPACTED`` record with
+        ``bytes_after``."""
+        self.require_complete("only a finished run can be compacted")
+        if not self.WEIGHTS:
+            raise UserError(f"{self.path}: a {self.noun} cannot be compacted")
+        payload = self.load_checkpoint()
+        if COMPACTED not in payload:
+            payload = self._compacted(payload, hint)
+            self.save_checkpoint(payload)
+        return {**payload[COMPACTED], "bytes_after": self.checkpoint_path.stat().st_size}
+
+    def _compacted(self, payload: dict, hint: str) -> dict:
+        missing = [k for k in self.WEIGHTS if k not in payload]
+        if missing:
+            raise UserError(f"{self.checkpoint_path} has no {', '.join(missing)}; is it a {self.noun}?")
+        return {"step": payload["step"], "wall_time_s": payload["wall_time_s"], "identity_digest": payload["identity_digest"],
+                **{k: payload[k] for k in self.WEIGHTS},
+                COMPACTED: {"bytes_before": self.checkpoint_path.stat().st_size, "hint": hint}}
+
+    def require_continuable(self, checkpoint: dict, steps: int) -> None:
+        """UserError when ``checkpoint`` (this run's) was compacted: continuing to ``steps`` needs the state it
+        dropped."""
+        if COMPACTED in checkpoint:
+            raise UserError(
+                f"{self.path} was kept weights-only (compacted to its final weights at step {checkpoint['step']}, "
+                f"without optimiser or RNG state), so it cannot be continued to {steps} steps; "
+                f"{checkpoint[COMPACTED]['hint']}, or train into another --out (or pass --overwrite to start over)")
+
     def checkpoint_sha256(self) -> str | None:
         return sha256_file(self.checkpoint_path) if self.has_checkpoint else None
 
@@ -175,6 +214,7 @@ class ManipulationRunFolder(RunFolder):
     LOG = "losses.jsonl"
     BEFORE = "before.json"
     noun = "manipulation run"
+    WEIGHTS = ()  # not compactable: its done record holds the checkpoint's sha256, which loading it verifies
 
     @property
     def before_path(self) -> Path:

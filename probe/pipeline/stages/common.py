@@ -18,6 +18,28 @@ from probe.pipeline.stages.alignment import run_alignment
 from probe.pipeline.variants import variant_store
 from probe.pipeline.worker import JobContext
 
+# `[pipeline] keep_checkpoints`: what a training stage keeps of each finished run (this module owns the name and
+# its values; checks.validate_modify validates it, the training stages hash it into their configs)
+KEEP_CHECKPOINTS = "keep_checkpoints"
+KEEP_ALL = "all"                      # every checkpoint as training left it: a run can be extended later
+KEEP_FINAL_WEIGHTS = "final-weights"  # RunFolder.compact: the final weights only (smoke, quick: what later stages read)
+KEEP_CHOICES = (KEEP_ALL, KEEP_FINAL_WEIGHTS)
+
+
+def keep_checkpoints(config: dict) -> str:
+    """The pipeline's ``keep_checkpoints`` setting (``all`` where a config does not give it)."""
+    return config["pipeline"].get(KEEP_CHECKPOINTS, KEEP_ALL)
+
+
+def keep_run(run_dir, keep: str) -> None:
+    """Apply the ``keep_checkpoints`` setting ``keep`` to the finished run in ``run_dir``."""
+    from probe.train import RunFolder
+
+    if keep == KEEP_FINAL_WEIGHTS:
+        RunFolder(run_dir).compact(hint=f'to keep every run continuable, set {KEEP_CHECKPOINTS} = "{KEEP_ALL}" in the '
+                                        f"pipeline (--set pipeline.{KEEP_CHECKPOINTS}={KEEP_ALL})")
+
+
 def single_job_result(key: str):
     """``collect`` of a one-job stage: the job's result, plus ``jobs`` like every stage result."""
     def collect(config, inputs, results):
@@ -56,9 +78,11 @@ def primary_hyperparameter(config: dict, model: str) -> str | None:
 
 
 def job_train(ctx: JobContext, *, run_config: dict, variant: str, model: str, seed: int,
-              hyperparameter: str | None = None, scale: float | None = None, evaluate: dict | None = None) -> dict:
+              hyperparameter: str | None = None, scale: float | None = None, evaluate: dict | None = None,
+              keep: str = KEEP_ALL) -> dict:
     """One training run on the store of ``variant``; with ``scale``, the primary hyperparameter's
-    resolved (literature) value is multiplied by it; with ``evaluate``, the run is also evaluated."""
+    resolved (literature) value is multiplied by it; with ``evaluate``, the run is also evaluated; ``keep``: the
+    pipeline's ``keep_checkpoints`` setting, applied once the run is finished."""
     from probe.train import RunFolder, resolve_run_config, train_run
 
     store_path = variant_store(ctx.inputs, variant)
@@ -71,6 +95,7 @@ def job_train(ctx: JobContext, *, run_config: dict, variant: str, model: str, se
         hp["value"] = float(resolved["model_config"][hyperparameter]) * float(scale)
         run_config.setdefault("model_config", {})[hyperparameter] = hp["value"]
     run_dir = train_run(run_config, store_path, ctx.job_dir / "run", resume=True, device=ctx.device, progress=False)
+    keep_run(run_dir, keep)
     result = {"model": model, "variant": variant, "seed": seed, "run_dir": str(run_dir), "hyperparameter": hp,
               "curve": str(RunFolder(run_dir).log_path)}
     if scale is not None:

@@ -5,8 +5,8 @@ factors) are kept and flagged (``active_units``); the report decides whether to 
 from __future__ import annotations
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.stages.common import (evaluate_settings, job_train, primary_hyperparameter, retrain_seeds, run_config,
-                                          run_key)
+from probe.pipeline.stages.common import (KEEP_CHECKPOINTS, evaluate_settings, job_train, keep_checkpoints,
+                                          primary_hyperparameter, retrain_seeds, run_config, run_key)
 
 
 def stage(config: dict, meta: dict) -> Stage:
@@ -20,8 +20,10 @@ def stage(config: dict, meta: dict) -> Stage:
         train = c["train"] or rt["train"]
         return [Job(run_key(m, v, s, x), job_train, {
             "run_config": run_config(m, dataset, s, train, rt["model_config"]), "variant": v, "model": m, "seed": s,
-            "hyperparameter": primary_hyperparameter(config, m), "scale": float(x), "evaluate": settings},
+            "hyperparameter": primary_hyperparameter(config, m), "scale": float(x), "evaluate": settings,
+            "keep": c[KEEP_CHECKPOINTS]},
             work=train["steps"] + 1) for m in models for x in c["scales"] for v in c["variants"]
             for s in retrain_seeds({**rt, "seeds": c["seeds"]})]
 
-    return Stage("robustness", {**config["robustness"], "evaluate": settings}, ["store", "select", "apply", "noise"], jobs)
+    return Stage("robustness", {**config["robustness"], "evaluate": settings, KEEP_CHECKPOINTS: keep_checkpoints(config)},
+                 ["store", "select", "apply", "noise"], jobs)
