@@ -351,3 +351,57 @@ def test_another_configuration_over_a_healthy_run_needs_overwrite(make_toy_store
         train_run(other, store, out, progress=False)
     train_run(other, store, out, progress=False, overwrite=True)
     assert json.loads((out / "config.json").read_text())["model_config"]["lr"] == 1e-5
+
+
+# -- compacted runs (pipeline.keep_checkpoints = "final-weights") ------------------------------------------------
+
+def test_compacted_run_evaluates_identically_and_refuses_extension(make_toy_store, tmp_path, capsys):
+    import shutil
+
+    from probe.perturb import evaluate_run
+    from probe.pipeline.stages.common import KEEP_FINAL_WEIGHTS, keep_run
+    from probe.train import RunFolder
+    from probe.train.run_folder import COMPACTED
+
+    store = make_toy_store()
+    full = train_run({"model": "factor-vae", "seed": 3, "train": {"steps": 12, **FAST}}, store.path, tmp_path / "full",
+                     progress=False)
+    compacted = tmp_path / "compacted"
+    shutil.copytree(full, compacted)
+    keep_run(compacted, KEEP_FINAL_WEIGHTS)
+    record = RunFolder(compacted).compact(hint="unused: already compacted")  # idempotent: the first record stays
+    assert "keep_checkpoints" in record["hint"] and record["bytes_before"] == (full / "checkpoint.pt").stat().st_size
+    assert record["bytes_after"] == (compacted / "checkpoint.pt").stat().st_size < record["bytes_before"] / 2
+    payload = RunFolder(compacted).load_checkpoint()
+    assert set(payload) == {"format", "step", "wall_time_s", "identity_digest", "model", COMPACTED}
+    _assert_same_params(_params(full), _params(compacted))
+    sizes = {"num_train": 200, "num_test": 100, "num_reconstruction": 50, "dci_n_estimators": 3}
+    metrics = ["mig", "reconstruction", "dci", "active_units"]
+    assert (evaluate_run(compacted, store.path, metrics=metrics, **sizes)["metrics"]
+            == evaluate_run(full, store.path, metrics=metrics, **sizes)["metrics"])
+
+    # the same steps: complete, returned untouched; more steps: the state to continue from is gone
+    train_run({"model": "factor-vae", "seed": 3, "train": {"steps": 12, **FAST}}, store.path, compacted, progress=False)
+    code, _, err = run_probe(["train", "factor-vae", "--data", str(store.path), "--out", str(compacted), "--seed", "3",
+                              "--steps", "20", "--set", "batch_size=8", "--set", "log_every=5",
+                              "--set", "checkpoint_every=10", "--no-progress"], capsys)
+    assert code == 2 and "Traceback" not in err
+    assert f"{compacted} was kept weights-only" in err and "cannot be continued to 20 steps" in err
+    assert 'set keep_checkpoints = "all"' in err and "--set pipeline.keep_checkpoints=all" in err
+    assert json.loads((compacted / "done.json").read_text())["steps"] == 12  # the refused run is left as it was
+    train_run({"model": "factor-vae", "seed": 3, "train": {"steps": 20, **FAST}}, store.path, full, progress=False)
+    assert json.loads((full / "done.json").read_text())["steps"] == 20  # an uncompacted run extends
+
+
+def test_only_finished_runs_are_compacted(make_toy_store, tmp_path):
+    from probe.train import ManipulationRunFolder, RunFolder
+
+    store = make_toy_store()
+    out = train_run({"model": "ae", "train": {"steps": 20, **FAST}}, store, tmp_path / "r", progress=False, stop_after=15)
+    with pytest.raises(UserError, match=r"not complete \(no done.json\); only a finished run can be compacted"):
+        RunFolder(out).compact(hint="")
+    folder = ManipulationRunFolder(tmp_path / "m")
+    folder.path.mkdir()
+    folder.write_done({"steps": 1})
+    with pytest.raises(UserError, match="a manipulation run cannot be compacted"):
+        folder.compact(hint="")

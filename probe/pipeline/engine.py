@@ -27,8 +27,8 @@ from typing import Any, Callable
 from probe.errors import UserError
 from probe.pipeline.executors import SynchronousExecutor
 from probe.pipeline.progress import Progress, format_seconds
-from probe.pipeline.workdir import (JOB_FILE, PLAN_FILE, STAGE_FILE, final_dir, job_dir, load_stage_result, log_path,
-                                    now, partial_dir, read_json)
+from probe.pipeline.workdir import (JOB_FILE, PLAN_FILE, STAGE_FILE, Leg, final_dir, job_dir, load_stage_result,
+                                    log_path, now, partial_dir, read_json)
 from probe.provenance import code_version, digest_json, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -159,9 +159,18 @@ def run_stages(stages: list[Stage], workdir: str | os.PathLike, *, executor=None
     forced = set(names[names.index(force):]) if force else set()
     last = names.index(until) if until else len(stages) - 1
 
+    leg = Leg(workdir)
+    try:
+        return _run_stages(stages[: last + 1], workdir, digests, forced, executor, progress, leg, len(stages))
+    finally:
+        leg.tick(finished=True)
+
+
+def _run_stages(stages: list[Stage], workdir: Path, digests: dict, forced: set, executor, progress: Progress, leg: Leg,
+                count: int) -> tuple[dict[str, dict], list[StageReport]]:
     results: dict[str, dict] = {}
     reports: list[StageReport] = []
-    for index, stage in enumerate(stages[: last + 1], start=1):
+    for index, stage in enumerate(stages, start=1):
         digest = digests[stage.name]
         final, partial = final_dir(workdir, stage.name, digest), partial_dir(workdir, stage.name, digest)
         if stage.name in forced:
@@ -173,18 +182,19 @@ def run_stages(stages: list[Stage], workdir: str | os.PathLike, *, executor=None
         if cached is not None:
             results[stage.name] = cached
             reports.append(StageReport(stage.name, digest, len(jobs), cached=True))
-            progress.line(index, len(stages), stage.name, len(jobs), len(jobs), None, "cached", final=True)
+            progress.line(index, count, stage.name, len(jobs), len(jobs), None, "cached", final=True)
             continue
         inputs = {i: results[i] for i in stage.inputs}
         input_digests = {i: digests[i] for i in stage.inputs}
+        leg.computing(digest)
         results[stage.name], report = _run_stage(stage, digest, input_digests, jobs, inputs, workdir, executor,
-                                                 progress, index, len(stages))
+                                                 progress, index, count, leg)
         reports.append(report)
     return results, reports
 
 
 def _run_stage(stage: Stage, digest: str, input_digests: dict, jobs: list[Job], inputs: dict, workdir: Path, executor, progress,
-               index: int, count: int) -> tuple[dict, StageReport]:
+               index: int, count: int, leg: Leg) -> tuple[dict, StageReport]:
     final, partial = final_dir(workdir, stage.name, digest), partial_dir(workdir, stage.name, digest)
     partial.mkdir(parents=True, exist_ok=True)
     start = time.time()
@@ -223,6 +233,7 @@ def _run_stage(stage: Stage, digest: str, input_digests: dict, jobs: list[Job], 
                 continue
             job_results[spec["key"]] = outcome
             report.jobs_run += 1
+            leg.tick()
             done_work += work_of[spec["key"]]
             elapsed = time.time() - start
             eta = elapsed / done_work * (total_work - done_work) if done_work else None

@@ -9,17 +9,25 @@ code_version, started, t0); ``probe audit --plan`` builds stages with only ``wor
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from probe.pipeline.stages.alignment import alignment_entry
+from probe.pipeline.workdir import plan_legs
 
 RUN_FIELDS = ("model", "variant", "seed", "run_dir", "hyperparameter", "curve")
 
 
 def provenance(meta: dict) -> dict:
+    """Code, environment, config and timing of the run. A run that was interrupted and run again took several legs
+    (``probe.pipeline.workdir.Leg``): ``started`` is the first leg's start, ``wall_time_s`` the sum of the legs'
+    wall times and ``legs`` each one's {"started", "wall_time_s"}."""
     from probe.provenance import environment
 
-    return {"code_version": meta.get("code_version"), "environment": environment(), "started": meta.get("started"),
-            "wall_time_s": time.time() - float(meta.get("t0", time.time())), "config": meta.get("config")}
+    legs = plan_legs(Path(meta["workdir"])) if meta.get("workdir") else []
+    if not legs:  # stages built without a workdir run (``probe audit --plan``, tests): this process's time
+        legs = [{"started": meta.get("started"), "wall_time_s": time.time() - float(meta.get("t0", time.time()))}]
+    return {"code_version": meta.get("code_version"), "environment": environment(), "started": legs[0]["started"],
+            "wall_time_s": sum(leg["wall_time_s"] for leg in legs), "legs": legs, "config": meta.get("config")}
 
 
 def stores(inputs: dict) -> dict:

@@ -4,6 +4,7 @@ Layout::
 
     WORKDIR/pipeline.lock                 held while a run is active ({"pid", "host", "started"})
     WORKDIR/pipeline.json                 the plan of the latest run (config, stage digests, job keys)
+    WORKDIR/legs.json                     every `pipeline run` here (a leg): start, wall time, the stages it computed
     WORKDIR/<stage>/<digest>/             a complete stage: stage.json (written last) + its job folders
     WORKDIR/<stage>/<digest>.partial/     a stage being computed; finished jobs inside are kept
     WORKDIR/<stage>/<digest>.partial/jobs/<key>/   one job: job.json (its result), started.json, error.json
@@ -19,6 +20,7 @@ import logging
 import os
 import shutil
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ ERROR_FILE = "error.json"
 STARTED_FILE = "started.json"
 LOCK_FILE = "pipeline.lock"
 PLAN_FILE = "pipeline.json"
+LEGS_FILE = "legs.json"
 
 
 def now() -> str:
@@ -83,6 +86,58 @@ def stage_record_ok(folder: Path) -> bool:
     """Whether a finished stage's folder holds a readable record (``workdir_status`` and the engine agree)."""
     record = read_json(folder / STAGE_FILE)
     return isinstance(record, dict) and isinstance(record.get("result"), dict)
+
+
+# -- legs: the runs that computed a result ------------------------------------------------------------
+
+class Leg:
+    """One ``pipeline run`` in a workdir: a run interrupted (killed, a failed job) and run again has several legs,
+    and its report gives their total wall time. A leg's record in ``LEGS_FILE`` holds its start, its wall time so far
+    and the digests of the stages it computed (not the cached ones); the wall time is rewritten as jobs finish, so a
+    killed leg keeps the time up to its last finished job. The caller holds the workdir lock."""
+
+    def __init__(self, workdir: Path):
+        self.path = Path(workdir) / LEGS_FILE
+        self.t0 = time.time()
+        self.index = len(read_legs(workdir))
+        self.record = {"started": now(), "t0": self.t0, "pid": os.getpid(), "host": socket.gethostname(),
+                       "wall_time_s": 0.0, "finished": False, "stages": []}
+        self.tick()
+
+    def computing(self, digest: str) -> None:
+        """This leg computes (or continues) the stage with ``digest``."""
+        if digest not in self.record["stages"]:
+            self.record["stages"].append(digest)
+        self.tick()
+
+    def tick(self, finished: bool = False) -> None:
+        from probe.provenance import write_json_atomic
+
+        self.record.update(wall_time_s=time.time() - self.t0, finished=finished)
+        legs = read_legs(self.path.parent)
+        legs[self.index:self.index + 1] = [self.record]
+        write_json_atomic(self.path, legs)
+
+
+def read_legs(workdir: Path) -> list[dict]:
+    legs = read_json(Path(workdir) / LEGS_FILE)
+    return legs if isinstance(legs, list) else []
+
+
+def plan_legs(workdir: Path) -> list[dict]:
+    """The legs that computed any stage of the latest plan (``PLAN_FILE``), oldest first, each as {"started",
+    "wall_time_s"}; a leg still running in this process counts up to now."""
+    plan = read_json(Path(workdir) / PLAN_FILE) or {}
+    digests = {s["digest"] for s in plan.get("stages", [])}
+    here = (os.getpid(), socket.gethostname())
+    out = []
+    for leg in read_legs(workdir):
+        if not digests.intersection(leg.get("stages", [])):
+            continue
+        running = not leg.get("finished") and (leg.get("pid"), leg.get("host")) == here
+        out.append({"started": leg["started"],
+                    "wall_time_s": time.time() - leg["t0"] if running else float(leg["wall_time_s"])})
+    return out
 
 
 # -- the lock ---------------------------------------------------------------------------------------
