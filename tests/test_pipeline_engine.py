@@ -263,3 +263,41 @@ def test_progress_without_a_terminal_prints_finished_jobs_at_an_interval():
     for done in range(4):
         progress.line(1, 2, "retrain", done, 3, None, final=done == 3)
     assert [line.split()[2] for line in stream.getvalue().splitlines()] == ["0/3", "3/3"]  # start and end only
+
+
+def fake_provenance(ctx, *, workdir):
+    from probe.pipeline.report_inputs import provenance
+
+    return provenance({"workdir": workdir, "started": "not this", "t0": 0.0})
+
+
+def test_provenance_sums_the_legs_of_a_run_that_failed_and_ran_again(tmp_path, counter, monkeypatch):
+    from probe.pipeline.workdir import plan_legs, read_legs
+    from probe.report.build import wall_time_text
+
+    wd = tmp_path / "wd"
+    report = Stage("report", {}, ["square"], lambda c: [Job("r", fake_provenance, {"workdir": str(wd.resolve())})],
+                   local=True)
+    with pytest.raises(StageFailed):  # leg 1: source, then square fails on j1
+        run_stages(make_stages(square_fn=fake_broken, extra=[report]), wd)
+    monkeypatch.setenv("PROBE_TEST_FIXED", "1")
+    results, _ = run_stages(make_stages(square_fn=fake_broken, extra=[report]), wd)  # leg 2: square, final, report
+    legs = read_legs(wd)
+    assert len(legs) == 2 and all(leg["finished"] for leg in legs)
+    digests = engine.stage_digests(make_stages(square_fn=fake_broken, extra=[report]))
+    assert legs[0]["stages"] == [digests["source"], digests["square"]]
+    assert legs[1]["stages"] == [digests["square"], digests["final"], digests["report"]]
+    prov = results["report"]["jobs"]["r"]
+    assert [leg["started"] for leg in prov["legs"]] == [legs[0]["started"], legs[1]["started"]]
+    assert prov["started"] == legs[0]["started"]
+    assert prov["legs"][0]["wall_time_s"] == legs[0]["wall_time_s"] > 0  # the finished leg as recorded
+    assert 0 < prov["legs"][1]["wall_time_s"] <= legs[1]["wall_time_s"]  # the report's own leg, up to the report
+    assert prov["wall_time_s"] == pytest.approx(prov["legs"][0]["wall_time_s"] + prov["legs"][1]["wall_time_s"])
+    text = wall_time_text(prov)
+    assert text.startswith(f"wall time {prov['wall_time_s']:.0f} s in 2 legs") and legs[1]["started"] in text
+
+    # a rerun with every stage cached computes nothing: its leg is recorded but is not part of the result
+    run_stages(make_stages(square_fn=fake_broken, extra=[report]), wd)
+    assert len(read_legs(wd)) == 3 and read_legs(wd)[2]["stages"] == []
+    assert [leg["started"] for leg in plan_legs(wd)] == [legs[0]["started"], legs[1]["started"]]
+    assert wall_time_text({"wall_time_s": 12.4, "legs": [{"started": "t", "wall_time_s": 12.4}]}) == "wall time 12 s"

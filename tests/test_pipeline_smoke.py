@@ -95,6 +95,23 @@ def test_smoke_completes_every_stage(smoke):
         assert cfg["seed"] == seed
 
 
+def test_smoke_keeps_final_weights_only_and_stays_under_200_mb(smoke):
+    # issue 17: the smoke workdir was 1.2 GB (optimiser states, 1000-unit discriminators); the smoke preset keeps
+    # only the final weights of every restart and retrained run (pipeline.keep_checkpoints), which evaluated as usual
+    from probe.train import RunFolder
+    from probe.train.run_folder import COMPACTED
+
+    ri = json.loads((smoke.workdir / "report_inputs.json").read_text())
+    runs = [r["run_dir"] for r in ri["runs"] + ri["restarts"]]
+    assert len(runs) == 14 * 6 + 4
+    for run_dir in runs:
+        payload = RunFolder(run_dir).load_checkpoint()
+        assert COMPACTED in payload and "optimizers" not in payload and "rng" not in payload, run_dir
+        assert payload[COMPACTED]["bytes_before"] > 2 * (Path(run_dir) / "checkpoint.pt").stat().st_size, run_dir
+    size = sum(p.stat().st_size for p in smoke.workdir.rglob("*") if p.is_file())
+    assert size < 200e6, f"{size / 1e6:.0f} MB"
+
+
 def test_rerun_recomputes_nothing(smoke, capsys):
     before = json.loads((smoke.workdir / "report_inputs.json").read_text())
     start = time.time()

@@ -37,6 +37,7 @@ class Plan:
     preset: str
     config: dict
     stages: list[Stage]
+    deep: bool = True  # validated with the checks that import the models and metrics (plan_pipeline)
 
 
 @dataclasses.dataclass
@@ -52,12 +53,13 @@ class PipelineRun:
 
 
 def plan_pipeline(name: str, *, preset: str = "smoke", overrides: dict | None = None, workdir=None,
-                  meta: dict | None = None) -> Plan:
-    """Resolve and validate a pipeline (no work, no files); raises UserError on any bad config."""
+                  meta: dict | None = None, deep: bool = True) -> Plan:
+    """Resolve and validate a pipeline (no work, no files); raises UserError on any bad config. ``deep=False`` leaves
+    out the checks that import the models and metrics (torch, scipy: seconds), for ``probe pipeline show``."""
     config = resolve(name, preset, overrides)
     graph = graph_of(config)
-    graph.validate(config)
-    return Plan(config["pipeline"]["name"], preset, config, graph.stages(config, meta or {}))
+    graph.validate(config, deep=deep)
+    return Plan(config["pipeline"]["name"], preset, config, graph.stages(config, meta or {}), deep)
 
 
 def run_pipeline(name: str, *, workdir, preset: str = "smoke", overrides: dict | None = None,
@@ -130,6 +132,9 @@ def format_plan(plan: Plan) -> str:
     expected = plan.config.get("pipeline", {}).get("expected_wall")
     if expected:
         lines.append(f"  expected wall time: {expected}")
+    if not plan.deep:
+        lines.append("  checked: settings, counts and files; the models' hyperparameters, train settings and metrics are "
+                     "checked by `run` before any work (or here with --check)")
     lines += ["", "config (override with --set KEY=VALUE):"]
     for key, value in flatten({k: v for k, v in plan.config.items()}).items():
         lines.append(f"  {key} = {value!r}")

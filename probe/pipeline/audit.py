@@ -135,9 +135,10 @@ def plugin_settings(config: dict, reference: dict) -> dict:
             "first_seed": int(reference["retrain"].get("first_seed", 0))}
 
 
-def validate_audit(config: dict) -> None:
+def validate_audit(config: dict, *, deep: bool = True) -> None:
     """Everything that needs no data: the plug-in imports and has the protocol's methods, its
-    hyperparameters and train settings exist, the reference pipeline resolves and validates."""
+    hyperparameters and train settings exist, the reference pipeline resolves and validates (``deep``: its
+    models too, ``probe.pipeline.checks.validate_modify``; the plug-in is imported either way)."""
     from probe.models.base import resolve_config
     from probe.models.registry import get_model_class
     from probe.report.inputs import verdict_metrics
@@ -158,7 +159,7 @@ def validate_audit(config: dict) -> None:
         raise UserError(f"verdict.metric must be one of {', '.join(usable)} (higher is better), got {metric!r}")
     identity = plugin_identity(pc["model"])
     _name, _full, narrowed = reference_configs(config)
-    validate_modify(narrowed)
+    validate_modify(narrowed, deep=deep)
     settings = plugin_settings(config, narrowed)
     cls = get_model_class(identity["target"])
     try:

@@ -10,13 +10,11 @@ from probe.pipeline.stages.common import KEEP_CHECKPOINTS, KEEP_CHOICES, keep_ch
 from probe.pipeline.variants import VARIANTS
 
 
-def validate_modify(config: dict) -> None:
-    """Everything that can be checked without data: models, their hyperparameters, train settings,
-    manipulation settings, metric names, the official source file. Raises UserError."""
-    from probe.models.base import resolve_config
-    from probe.models.registry import get_model_class
-    from probe.train.config import resolve_train_config
-
+def validate_modify(config: dict, *, deep: bool = True) -> None:
+    """Everything that can be checked without data: counts, seeds, variants, settings, the official source file;
+    with ``deep`` also the models, their hyperparameters, train settings, manipulation settings and metric names,
+    which import the models and metrics (torch, scipy: seconds; ``probe pipeline show`` leaves them out unless asked,
+    ``run`` never does). Raises UserError."""
     dataset = config["pipeline"]["dataset"]
     st = config["store"]
     if st["source"] not in ("synthetic", "official"):
@@ -40,6 +38,22 @@ def validate_modify(config: dict) -> None:
         raise UserError(f"unknown dataset variant(s) {bad_variants} (known: {', '.join(VARIANTS)})")
     if not rt["models"]:
         raise UserError("retrain.models is empty")
+    if rb["enabled"]:
+        no_hp = [m for m in rb["models"] if not primary_hyperparameter(config, m)]
+        if no_hp:
+            raise UserError(f"robustness.models without a primary hyperparameter (see [hyperparameters]): {no_hp}")
+    if deep:
+        validate_modify_models(config)
+
+
+def validate_modify_models(config: dict) -> None:
+    """The checks of ``validate_modify`` that import the models, the trainer, the manipulation and the metrics."""
+    from probe.models.base import resolve_config
+    from probe.models.registry import get_model_class
+    from probe.train.config import resolve_train_config
+
+    dataset = config["pipeline"]["dataset"]
+    rt, rs, rb = config["retrain"], config["restarts"], config["robustness"]
     # per-model settings of models not in retrain.models are ignored (a preset may narrow the list),
     # but they must name real models with real hyperparameters
     checks = [(m, rt["model_config"].get(m, {}), model_train(rt, m))
@@ -55,10 +69,6 @@ def validate_modify(config: dict) -> None:
         if hp is not None and hp not in resolved:
             raise UserError(f"hyperparameters.{model} = {hp!r}, but model {model!r} has no such hyperparameter "
                             f"(known: {', '.join(sorted(resolved))})")
-    if rb["enabled"]:
-        no_hp = [m for m in rb["models"] if not primary_hyperparameter(config, m)]
-        if no_hp:
-            raise UserError(f"robustness.models without a primary hyperparameter (see [hyperparameters]): {no_hp}")
     from probe.perturb.adversarial import resolve_manipulation_config
 
     resolve_manipulation_config(config["manipulate"]["config"], dataset)
@@ -84,7 +94,8 @@ def check_official_file(dataset: str, file: str | None) -> None:
             f"(from {', '.join(urls) or 'the URL on its dataset card'}), or pass its path with --set store.file=PATH")
 
 
-def validate_linear_pca(config: dict) -> None:
+def validate_linear_pca(config: dict, *, deep: bool = True) -> None:
+    """The store's source and its official file (there is nothing ``deep`` to check)."""
     st = config["store"]
     if st["source"] not in ("synthetic", "official"):
         raise UserError(f"store.source must be 'synthetic' or 'official', got {st['source']!r}")

@@ -31,12 +31,14 @@ def list_cmd():
 @click.argument("name")
 @click.option("--preset", default="smoke", show_default=True, help=PRESETS_HELP)
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="override a config value (dotted key)")
-def show(name, preset, sets):
+@click.option("--check", is_flag=True,
+              help="also check the models' hyperparameters, train settings and metrics, as `run` does (imports torch: seconds)")
+def show(name, preset, sets, check):
     """Print the resolved plan of NAME: stages, jobs, estimated work, every config value."""
     from probe.cli import parse_set_options
     from probe.pipeline import format_plan, plan_pipeline
 
-    click.echo(format_plan(plan_pipeline(name, preset=preset, overrides=parse_set_options(sets))))
+    click.echo(format_plan(plan_pipeline(name, preset=preset, overrides=parse_set_options(sets), deep=check)))
 
 
 @pipeline.command()

@@ -31,11 +31,12 @@ StageBuilder = Callable[[dict, dict], Stage]
 
 @dataclasses.dataclass(frozen=True)
 class Graph:
-    """``builders`` in run order; ``validate(config)`` raises UserError; ``prepare(config, meta)``, when given,
+    """``builders`` in run order; ``validate(config, deep=)`` raises UserError (``deep``: also the checks that import
+    models and metrics, see ``probe.pipeline.checks.validate_modify``); ``prepare(config, meta)``, when given,
     turns the pipeline's config into the one the builders read (the audit: its reference pipeline's config)."""
 
     builders: tuple[StageBuilder, ...]
-    validate: Callable[[dict], None]
+    validate: Callable[..., None]
     prepare: Callable[[dict, dict], dict] | None = None
 
     def stages(self, config: dict, meta: dict | None = None) -> list[Stage]:
