@@ -1,7 +1,9 @@
 """How fast the CLI answers: `probe --help` and the read-only pipeline commands, against a bare interpreter start.
 
 Prints, per command, the median wall time of N runs (fresh processes), the ratio to `python -c pass` measured in the
-same run, and whether it is under the limit (issue 17: `probe --help` in < 1 s on the 2-core VM).
+same run, and whether it is under the limit (issue 17: `probe --help`, `pipeline list`, `show` and `status` in < 1 s
+on the 2-core VM). `pipeline show --check` (the model and metric checks `run` makes, importing torch and scipy) is
+timed for comparison and not held to the limit.
 
 usage: python benchmarks/cli_startup.py [--repeats 5] [--workdir WORKDIR]   (WORKDIR: a pipeline workdir for `status`)
 """
@@ -37,12 +39,14 @@ def main() -> None:
                                                                        "--preset", "quick"]}
     if args.workdir:
         commands["probe pipeline status WORKDIR"] = ["pipeline", "status", args.workdir]
+    unlimited = {"probe pipeline show modify-shapes3d --preset quick --check": ["pipeline", "show", "modify-shapes3d",
+                                                                              "--preset", "quick", "--check"]}
     reference = wall([sys.executable, "-c", "pass"], args.repeats)
     print(f"reference `python -c pass`: {reference:.3f} s (median of {args.repeats})")
-    for label, argv in commands.items():
+    for label, argv in {**commands, **unlimited}.items():
         t = wall(probe + argv, args.repeats)
-        mark = "under" if t < LIMIT_S else "OVER"
-        print(f"{label:55s} {t:6.3f} s  {t / reference:5.1f}× reference  {mark} the {LIMIT_S:.0f} s limit")
+        mark = f"{'under' if t < LIMIT_S else 'OVER'} the {LIMIT_S:.0f} s limit" if label in commands else "(no limit)"
+        print(f"{label:62s} {t:6.3f} s  {t / reference:5.1f}× reference  {mark}")
 
 
 if __name__ == "__main__":
