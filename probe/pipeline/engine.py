@@ -144,7 +144,8 @@ def run_stages(stages: list[Stage], workdir: str | os.PathLike, *, executor=None
     """Run (or reuse) every stage in order; returns ({stage: result}, reports).
 
     ``force`` recomputes that stage and every later one; ``until`` stops after that stage.
-    The caller holds the workdir lock (``workdir_lock``).
+    The caller holds the workdir lock (``workdir_lock``). Each call is a leg (``probe.pipeline.workdir.Leg``): its
+    start, wall time and computed stages go to ``legs.json``, from which a report sums a resumed run's wall time.
     """
     workdir = Path(workdir).resolve()
     names = [s.name for s in stages]
