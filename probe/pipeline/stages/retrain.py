@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.stages.common import (job_train, model_train, primary_hyperparameter, retrain_seeds, run_config,
+from probe.pipeline.stages.common import (job_train, job_train_batch, model_train, primary_hyperparameter, retrain_seeds, run_config,
                                           run_key)
 
 
@@ -12,7 +12,8 @@ def retrain_jobs(config: dict, retrain: dict) -> list[Job]:
     dataset = config["pipeline"]["dataset"]
     return [Job(run_key(m, v, s), job_train, {
         "run_config": run_config(m, dataset, s, model_train(retrain, m), retrain["model_config"]), "variant": v,
-        "model": m, "seed": s, "hyperparameter": primary_hyperparameter(config, m)}, work=model_train(retrain, m)["steps"])
+        "model": m, "seed": s, "hyperparameter": primary_hyperparameter(config, m)}, work=model_train(retrain, m)["steps"],
+        batch=f"{m}-{v}", batch_fn=job_train_batch)
         for m in retrain["models"] for v in retrain["variants"] for s in retrain_seeds(retrain)]
 
 

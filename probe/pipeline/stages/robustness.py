@@ -5,7 +5,7 @@ factors) are kept and flagged (``active_units``); the report decides whether to 
 from __future__ import annotations
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.stages.common import (evaluate_settings, job_train, primary_hyperparameter, retrain_seeds, run_config,
+from probe.pipeline.stages.common import (evaluate_settings, job_train, job_train_batch, primary_hyperparameter, retrain_seeds, run_config,
                                           run_key)
 
 
@@ -21,7 +21,8 @@ def stage(config: dict, meta: dict) -> Stage:
         return [Job(run_key(m, v, s, x), job_train, {
             "run_config": run_config(m, dataset, s, train, rt["model_config"]), "variant": v, "model": m, "seed": s,
             "hyperparameter": primary_hyperparameter(config, m), "scale": float(x), "evaluate": settings},
-            work=train["steps"] + 1) for m in models for x in c["scales"] for v in c["variants"]
+            work=train["steps"] + 1, batch=f"{m}-x{x:g}-{v}", batch_fn=job_train_batch)
+            for m in models for x in c["scales"] for v in c["variants"]
             for s in retrain_seeds({**rt, "seeds": c["seeds"]})]
 
     return Stage("robustness", {**config["robustness"], "evaluate": settings}, ["store", "select", "apply", "noise"], jobs)
