@@ -57,6 +57,20 @@ def fake_broken(ctx, *, i):
     return {"i": i, "y": i}
 
 
+def fake_square_batch(contexts, members):
+    """The batched form of fake_square: one call for several jobs; member i = 1 fails on its first try."""
+    _count(contexts[0], "batch:" + ",".join(str(m["i"]) for m in members))
+    out = []
+    for ctx, m in zip(contexts, members):
+        marker = ctx.job_dir / "tried"
+        if m["i"] == 1 and not marker.exists():
+            marker.write_text("1")
+            out.append(RuntimeError("member 1 diverged"))
+        else:
+            out.append(fake_square(ctx, **m))
+    return out
+
+
 def _sum(config, inputs, results):
     return {"total": sum(r["y"] for r in results.values()), "jobs": results}
 
@@ -145,6 +159,35 @@ def test_failed_job_stops_stage_keeps_finished_jobs(tmp_path, counter, monkeypat
     new = counter()[len(calls):]
     assert "square/broken0" not in new and "square/broken1" in new
     assert all(s["state"] == "complete" for s in workdir_status(wd)["stages"])
+
+
+def test_jobs_differing_only_in_seed_run_as_batched_tasks(tmp_path, counter):
+    """Jobs with one batch key are fused into tasks of members_per_task(n, workers); every member gets its own
+    job.json; a failed member is retried alone; the results equal unbatched ones."""
+    from probe.pipeline.executors import SynchronousExecutor, members_per_task
+
+    assert [members_per_task(n, 2) for n in (1, 2, 5, 10)] == [1, 1, 3, 5]
+    assert members_per_task(10, 1) == 10 and members_per_task(200, 1) == 64
+
+    class TwoWorkers(SynchronousExecutor):
+        workers = 2
+
+    def batched_square(c):
+        return [Job(f"j{i}", fake_square, {"i": i}, batch="sq", batch_fn=fake_square_batch) for i in range(c["n"])]
+
+    stages = make_stages(n=5)
+    stages[1] = Stage("square", {"n": 5}, ["source"], batched_square, _sum)
+    wd = tmp_path / "wd"
+    results, reports = run_stages(stages, wd, executor=TwoWorkers())
+    assert results["square"]["total"] == sum((3 + i) ** 2 for i in range(5))
+    calls = [c for c in counter() if c.startswith("square/")]
+    assert [c for c in calls if "batch:" in c] == ["square/batch:0,1,2", "square/batch:3,4"]
+    assert calls.count("square/square1") == 1 and calls.count("square/square0") == 1  # member 1 retried alone
+    for i in range(5):
+        assert (wd / "square" / engine.stage_digests(stages)["square"] / "jobs" / f"j{i}" / "job.json").exists()
+    assert "batched job of 3" in (wd / "logs" / "square" / "j1.log").read_text()
+    unbatched, _ = run_stages(make_stages(n=5), tmp_path / "plain", until="square")
+    assert unbatched["square"]["total"] == results["square"]["total"]
 
 
 def test_lock_blocks_live_holder_and_takes_over_stale(tmp_path):

@@ -16,6 +16,7 @@ class AE(ProbeModel):
     """Deterministic autoencoder, Bernoulli reconstruction loss (no KL)."""
 
     name = "ae"
+    vmappable = True
 
     def __init__(self, config: dict, image_shape, num_factors: int):
         super().__init__(config, image_shape, num_factors)

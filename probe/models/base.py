@@ -20,6 +20,8 @@ precision, checkpoints and logging. The contract:
 * ``posterior_variance(x) -> [B, D] | None``  for σ-ordering and active units.
 * ``discrete_codes(x) -> LongTensor [B, D] | None``  integer code indices (quantized models).
 * ``reconstruct(x) -> [B, C, H, W]`` in [0, 1].
+* ``vmappable``              True if ``loss`` draws random numbers only through ``normal_like`` and
+                             ``permutation`` (below), so that seeds can train together (probe.train.batched).
 
 Images enter models as float tensors in [0, 1] with layout [B, C, H, W].
 """
@@ -52,6 +54,9 @@ ADAM_DEFAULTS = {"lr": 1e-4, "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_eps":
 class ProbeModel(nn.Module):
     name: ClassVar[str] = ""
     needs_pairs: ClassVar[bool] = False
+    # True when loss() draws randomness only through ``normal_like`` / ``permutation`` below: then S seeds can
+    # train as members of one vmapped step (probe.train.batched), each drawing from its own generator.
+    vmappable: ClassVar[bool] = False
     code_kind: ClassVar[str] = "continuous"
     train_defaults: ClassVar[dict] = {}
 
@@ -119,7 +124,35 @@ def gaussian_kl_per_latent(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Te
 
 
 def reparameterise(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
-    return mean + torch.exp(0.5 * logvar) * torch.randn_like(mean)
+    return mean + torch.exp(0.5 * logvar) * normal_like(mean)
+
+
+# -- random draws in a loss ---------------------------------------------------------------------------
+# A loss draws its noise through these two functions. Alone they are torch.randn_like / torch.randperm on the
+# global RNG; while probe.train.batched trains several seeds in one vmapped step it installs per-member
+# generators, so every member draws exactly what it would draw trained alone.
+
+_member_draws = None  # the batched trainer's MemberDraws while a vmapped step runs, else None
+
+
+def normal_like(t: torch.Tensor) -> torch.Tensor:
+    """Standard normal noise shaped like ``t`` (``torch.randn_like`` on the global RNG when trained alone)."""
+    if _member_draws is None:
+        return torch.randn_like(t)
+    return _member_draws.normal_like(t)
+
+
+def permutation(n: int, device) -> torch.Tensor:
+    """A random permutation of range(n) (``torch.randperm`` on the global RNG when trained alone)."""
+    if _member_draws is None:
+        return torch.randperm(n, device=device)
+    return _member_draws.permutation(n, device)
+
+
+def install_member_draws(draws) -> None:
+    """Route ``normal_like``/``permutation`` to ``draws`` (None: back to the global RNG); for probe.train.batched."""
+    global _member_draws
+    _member_draws = draws
 
 
 class GaussianVAE(ProbeModel):
@@ -130,6 +163,8 @@ class GaussianVAE(ProbeModel):
     ``encoder`` and ``decoder`` are attributes so that the perturbation stage can freeze one and
     fine-tune the other.
     """
+
+    vmappable = True  # noise only through reparameterise; subclasses with an adversary override training_step
 
     def __init__(self, config: dict, image_shape: tuple[int, int, int], num_factors: int):
         super().__init__(config, image_shape, num_factors)

@@ -19,13 +19,14 @@ import math
 import torch
 from torch import nn
 
-from probe.models.base import ADAM_DEFAULTS, Batch, ProbeModel
+from probe.models.base import ADAM_DEFAULTS, Batch, ProbeModel, normal_like
 
 
 class LinearVAE(ProbeModel):
     """Linear encoder mean + learned diagonal σ, linear Gaussian decoder (PCA check, Zietlow §4.1)."""
 
     name = "linear-vae"
+    vmappable = True
 
     def __init__(self, config: dict, image_shape, num_factors: int):
         super().__init__(config, image_shape, num_factors)
@@ -62,7 +63,7 @@ class LinearVAE(ProbeModel):
     def loss(self, batch: Batch, step: int):
         x = batch.x.float()
         mean, log_var = self.encode_distribution(x)
-        z = mean + torch.exp(0.5 * log_var) * torch.randn_like(mean)
+        z = mean + torch.exp(0.5 * log_var) * normal_like(mean)
         recon = (self.decode(z) - x).pow(2).flatten(1).sum(1).mean()
         kl = (0.5 * (mean.pow(2) + log_var.exp() - log_var - 1).sum(1)).mean()
         return recon + float(self.config["beta"]) * kl, {"reconstruction": recon.detach(), "kl": kl.detach()}

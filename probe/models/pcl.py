@@ -29,11 +29,12 @@ from torch import nn
 from torch.nn import functional as F
 
 from probe.data.samplers import LaplaceTransitionSampler, resolve_frozen_factors
-from probe.models.base import Batch, ProbeModel
+from probe.models.base import Batch, ProbeModel, permutation
 
 
 class PCL(ProbeModel):
     name = "pcl"
+    vmappable = True
     needs_pairs = True
     train_defaults = {"batch_size": 32}   # pairs; = the reference's 64 images
 
@@ -76,7 +77,7 @@ class PCL(ProbeModel):
         b = batch.x.shape[0]
         h = self.encoder(torch.cat([batch.x, batch.x_next])).float()
         h_prev, h_t = h[:b], h[b:]
-        perm = torch.randperm(b, device=h.device)
+        perm = permutation(b, h.device)
         logits = self.logits(h_t, h_prev, perm)
         labels = torch.cat([torch.ones(b, device=h.device), torch.zeros(b, device=h.device)])
         loss = F.binary_cross_entropy_with_logits(logits, labels)

@@ -58,6 +58,10 @@ class Job:
     fn: Callable[..., dict]
     kwargs: dict = dataclasses.field(default_factory=dict)
     work: float = 1.0
+    # Jobs of a stage with the same ``batch`` differ only in seed: the engine may run several of them as one task
+    # through ``batch_fn(contexts, kwargs list) -> [result or exception]`` (probe.train.batched, issue 16).
+    batch: str | None = None
+    batch_fn: Callable[..., list] | None = None
 
     def __post_init__(self):
         if not self.key or any(c in self.key for c in "/\\") or self.key.startswith("."):
@@ -194,6 +198,37 @@ def _run_stages(stages: list[Stage], workdir: Path, digests: dict, forced: set, 
     return results, reports
 
 
+def _batched_tasks(specs: list[dict], workers: int) -> list[dict]:
+    """The specs with jobs of the same ``batch`` fused into group tasks (``{"members": [...]}``) of
+    ``members_per_task`` jobs each; a retry runs the failed members one by one."""
+    from probe.pipeline.executors import members_per_task
+
+    tasks: list[dict] = []
+    groups: dict[str, list[dict]] = {}
+    for spec in specs:
+        if spec.get("batch") is None or spec.get("batch_fn") is None:
+            tasks.append(spec)
+        else:
+            groups.setdefault(spec["batch"], []).append(spec)
+    for batch, members in groups.items():
+        size = members_per_task(len(members), workers)
+        for start in range(0, len(members), size):
+            chunk = members[start:start + size]
+            tasks.append(chunk[0] if len(chunk) == 1 else {
+                "members": chunk, "fn": chunk[0]["batch_fn"], "stage": chunk[0]["stage"],
+                "key": f"{batch}-x{len(chunk)}-{chunk[0]['key']}"})
+    return tasks
+
+
+def _per_job(task: dict, outcome):
+    """(job spec, its result or exception) for every job of a finished task."""
+    if "members" not in task:
+        yield task, outcome
+        return
+    for member in task["members"]:
+        yield member, outcome if isinstance(outcome, BaseException) else outcome[member["key"]]
+
+
 def _run_stage(stage: Stage, digest: str, input_digests: dict, jobs: list[Job], inputs: dict, workdir: Path, executor, progress,
                index: int, count: int, leg: Leg) -> tuple[dict, StageReport]:
     final, partial = final_dir(workdir, stage.name, digest), partial_dir(workdir, stage.name, digest)
@@ -216,15 +251,16 @@ def _run_stage(stage: Stage, digest: str, input_digests: dict, jobs: list[Job], 
     def spec_of(job: Job) -> dict:
         return {"fn": job.fn, "kwargs": job.kwargs, "inputs": inputs, "stage": stage.name, "key": job.key,
                 "job_dir": str(job_dir(partial, job.key)), "log": str(log_path(workdir, stage.name, job.key)),
-                "torch_threads": getattr(executor, "torch_threads", None)}
+                "torch_threads": getattr(executor, "torch_threads", None), "batch": job.batch,
+                "batch_fn": job.batch_fn}
 
-    pending = [spec_of(j) for j in todo]
+    pending = _batched_tasks([spec_of(j) for j in todo], getattr(executor, "workers", 1))
     attempt = 0
     failures: list[tuple[dict, BaseException]] = []
     while pending:
         attempt += 1
         retry: list[dict] = []
-        for spec, outcome in executor.run(pending, local=stage.local):
+        for spec, outcome in (pair for task in executor.run(pending, local=stage.local) for pair in _per_job(*task)):
             if isinstance(outcome, BaseException):
                 if attempt == 1:
                     log.warning("job %s/%s failed (%s); retrying once", stage.name, spec["key"], outcome)

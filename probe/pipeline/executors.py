@@ -10,7 +10,7 @@ import os
 import time
 
 from probe.errors import UserError
-from probe.pipeline.worker import run_job
+from probe.pipeline.worker import run_task
 
 
 class SynchronousExecutor:
@@ -18,11 +18,12 @@ class SynchronousExecutor:
 
     description = "synchronous (in-process)"
     torch_threads = None
+    workers = 1
 
     def run(self, specs: list[dict], local: bool = False):
         for spec in specs:
             try:
-                yield spec, run_job(spec)
+                yield spec, run_task(spec)
             except Exception as exc:  # noqa: BLE001 - reported by the engine
                 yield spec, exc
 
@@ -62,10 +63,12 @@ class DaskExecutor:
             except OSError as exc:
                 raise UserError(f"cannot reach the dask scheduler at {address}: {exc}") from None
             self.torch_threads = None
+            self.workers = max(1, len(self.client.scheduler_info().get("workers", {})))
             self.description = f"dask scheduler {address}"
         else:
             n_workers, threads = local_cluster_size(workers)
             self.torch_threads = threads
+            self.workers = n_workers
             drop_malloc_trim_threshold()
             self.cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                                         dashboard_address=None, silence_logs=logging.ERROR)
@@ -80,7 +83,7 @@ class DaskExecutor:
             return
         futures = {}
         for spec in specs:
-            fut = self.client.submit(run_job, spec, pure=False, key=f"{spec['stage']}-{spec['key']}-{time.time_ns()}")
+            fut = self.client.submit(run_task, spec, pure=False, key=f"{spec['stage']}-{spec['key']}-{time.time_ns()}")
             futures[fut] = spec
         for fut in as_completed(list(futures)):
             spec = futures[fut]
@@ -112,6 +115,16 @@ def local_cluster_size(workers: int | None = None) -> tuple[int, int]:
     if workers is None:
         workers = gpus if gpus else max(1, cpus)
     return workers, max(1, cpus // workers)
+
+
+MAX_MEMBERS = 64  # members of one batched job: issue 16's largest measured S
+
+
+def members_per_task(count: int, workers: int) -> int:
+    """How many of ``count`` jobs that differ only in seed one batched task trains: enough tasks that every worker
+    has one (on CPU a batched job trains its members one after another, so fewer tasks than workers would idle
+    cores; on a GPU worker the members share each step), at most ``MAX_MEMBERS``."""
+    return max(1, min(MAX_MEMBERS, -(-count // max(1, workers))))
 
 
 def make_executor(scheduler: str | None, workers: int | None = None):

@@ -48,16 +48,18 @@ def _worker_device() -> str | None:
         return None
 
 
-def run_job(spec: dict) -> dict:
-    """Run one job: log to its log file, write ``job.json`` atomically on success, ``error.json`` on
-    failure (and re-raise). ``spec`` is plain data plus the job's function, a module-level function
-    that pickles by reference, so it goes to any worker."""
+def _prepare(spec: dict) -> JobContext:
+    """The job's folder (``started.json``, no stale ``error.json``), its log folder and its context."""
     job_dir = Path(spec["job_dir"])
     job_dir.mkdir(parents=True, exist_ok=True)
-    log_path = Path(spec["log"])
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    Path(spec["log"]).parent.mkdir(parents=True, exist_ok=True)
     (job_dir / ERROR_FILE).unlink(missing_ok=True)
     write_json_atomic(job_dir / STARTED_FILE, {"pid": os.getpid(), "host": socket.gethostname(), "started": now()})
+    return JobContext(job_dir=job_dir, inputs=spec["inputs"], stage=spec["stage"], key=spec["key"],
+                      device=spec.get("device") or _worker_device())
+
+
+def _set_torch_threads(spec: dict) -> None:
     if spec.get("torch_threads"):
         try:
             import torch
@@ -65,18 +67,47 @@ def run_job(spec: dict) -> dict:
             torch.set_num_threads(int(spec["torch_threads"]))
         except ImportError:  # pragma: no cover
             pass
-    ctx = JobContext(job_dir=job_dir, inputs=spec["inputs"], stage=spec["stage"], key=spec["key"],
-                     device=spec.get("device") or _worker_device())
-    handler = None
-    with open(log_path, "a", buffering=1) as logf:
+
+
+@contextlib.contextmanager
+def _logging_to(logf):
+    """stdout, stderr and the logging module into the job's log file."""
+    root = logging.getLogger()
+    handler = logging.StreamHandler(logf)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    try:
+        with contextlib.redirect_stdout(logf), contextlib.redirect_stderr(logf):
+            yield
+    finally:
+        root.removeHandler(handler)
+
+
+def _write_error(spec: dict, exc: BaseException, tb: str) -> None:
+    write_json_atomic(Path(spec["job_dir"]) / ERROR_FILE, {"error": f"{type(exc).__name__}: {exc}", "traceback": tb,
+                                                           "log": spec["log"], "time": now()})
+
+
+def _write_done(spec: dict, result: dict, elapsed: float) -> None:
+    write_json_atomic(Path(spec["job_dir"]) / JOB_FILE, {"result": result, "wall_time_s": elapsed, "finished": now()})
+
+
+def run_task(spec: dict):
+    """What an executor runs: one job (``run_job``) or a batched group of jobs (``run_job_group``)."""
+    return run_job_group(spec) if "members" in spec else run_job(spec)
+
+
+def run_job(spec: dict) -> dict:
+    """Run one job: log to its log file, write ``job.json`` atomically on success, ``error.json`` on
+    failure (and re-raise). ``spec`` is plain data plus the job's function, a module-level function
+    that pickles by reference, so it goes to any worker."""
+    ctx = _prepare(spec)
+    _set_torch_threads(spec)
+    with open(spec["log"], "a", buffering=1) as logf:
         logf.write(f"--- {now()} {spec['stage']}/{spec['key']} pid {os.getpid()} ({qualified_name(spec['fn'])})\n")
-        root = logging.getLogger()
-        handler = logging.StreamHandler(logf)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
         start = time.time()
         try:
-            with contextlib.redirect_stdout(logf), contextlib.redirect_stderr(logf):
+            with _logging_to(logf):
                 result = spec["fn"](ctx, **spec["kwargs"])
             if result is None:
                 result = {}
@@ -84,12 +115,50 @@ def run_job(spec: dict) -> dict:
         except BaseException as exc:
             tb = traceback.format_exc()
             logf.write(tb)
-            write_json_atomic(job_dir / ERROR_FILE, {"error": f"{type(exc).__name__}: {exc}", "traceback": tb,
-                                                     "log": str(log_path), "time": now()})
+            _write_error(spec, exc, tb)
             raise
-        finally:
-            root.removeHandler(handler)
         elapsed = time.time() - start
         logf.write(f"--- done in {elapsed:.1f}s\n")
-    write_json_atomic(job_dir / JOB_FILE, {"result": result, "wall_time_s": elapsed, "finished": now()})
+    _write_done(spec, result, elapsed)
     return result
+
+
+def run_job_group(spec: dict) -> dict:
+    """Run jobs that differ only in seed as one batched job: ``spec["fn"](contexts, kwargs list)`` returns one
+    result or exception per member. Every member gets its own ``job.json`` or ``error.json``, exactly as if it
+    ran alone; the group logs into the first member's log and the others' logs point there. Returns
+    {job key: result or exception}."""
+    members = spec["members"]
+    contexts = [_prepare(m) for m in members]
+    _set_torch_threads(members[0])
+    lead = members[0]
+    keys = ", ".join(m["key"] for m in members)
+    for m in members[1:]:
+        with open(m["log"], "a", buffering=1) as other:
+            other.write(f"--- {now()} {m['stage']}/{m['key']}: trained in a batched job of {len(members)} "
+                        f"({keys}); its log: {lead['log']}\n")
+    with open(lead["log"], "a", buffering=1) as logf:
+        logf.write(f"--- {now()} {lead['stage']}/{{{keys}}} batched, pid {os.getpid()} ({qualified_name(spec['fn'])})\n")
+        start = time.time()
+        try:
+            with _logging_to(logf):
+                outcomes = spec["fn"](contexts, [m["kwargs"] for m in members])
+            for outcome in outcomes:
+                if not isinstance(outcome, BaseException):
+                    json.dumps(outcome, default=str)
+        except BaseException as exc:
+            tb = traceback.format_exc()
+            logf.write(tb)
+            for m in members:
+                _write_error(m, exc, tb)
+            raise
+        elapsed = time.time() - start
+        logf.write(f"--- done in {elapsed:.1f}s\n")
+    results = {}
+    for m, outcome in zip(members, outcomes):
+        if isinstance(outcome, BaseException):
+            _write_error(m, outcome, f"{type(outcome).__name__}: {outcome}\n")
+        else:
+            _write_done(m, outcome or {}, elapsed)
+        results[m["key"]] = outcome if isinstance(outcome, BaseException) else (outcome or {})
+    return results

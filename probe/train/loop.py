@@ -218,3 +218,128 @@ def _scalar_logs(logs: dict) -> dict:
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             out[key] = torch.tensor(float(value), dtype=torch.float64)
     return out
+
+
+class MemberStates(Protocol):
+    """The state of S runs trained together (probe.train.batched): one checkpoint payload per member."""
+
+    def member_state_dict(self, member: int) -> dict: ...
+
+    def load_member_state_dicts(self, states: list[dict]) -> None: ...
+
+
+def drive_members(sessions: list[Session], state: MemberStates, step: Callable[[int], dict], schedule: Schedule, *,
+                  finish: Callable[[dict], dict], label: str, device: torch.device, watch: str,
+                  images_per_step: int, progress: bool = False, stop_after: int | None = None,
+                  until: int | None = None) -> list[dict | None]:
+    """:meth:`Session.drive` for S runs stepped together: ``step(i)`` returns logs of shape [S] (one entry per
+    member). Every member's folder gets what a run trained alone writes: its log rows (the same running
+    means), its checkpoints (``state.member_state_dict``) and its done record. All sessions must start at the
+    same step. A member whose ``watch`` entry becomes non-finite gets ``failed.json`` at the next log or
+    checkpoint boundary and stops being written (the others go on; the members are independent).
+    ``until``: stop after checkpointing that step, without done records (to bring members level).
+    Returns, per member, None when it completed, else {"failed_at": step} or {"stopped_at": step}.
+    """
+    import contextlib
+
+    from tqdm.auto import tqdm
+
+    members = len(sessions)
+    starts = {int(s.checkpoint["step"]) if s.checkpoint is not None else 0 for s in sessions}
+    if len(starts) != 1:
+        raise ValueError(f"members start at different steps {sorted(starts)}; bring them level first")
+    start_step, steps = starts.pop(), schedule.steps
+    last = steps if until is None else min(until, steps)
+    walls = [float(s.checkpoint["wall_time_s"]) if s.checkpoint is not None else 0.0 for s in sessions]
+    sums, count = {}, 0
+    if start_step:
+        state.load_member_state_dicts([s.checkpoint for s in sessions])
+        log_states = [s.checkpoint["log_state"] for s in sessions]
+        count = int(log_states[0]["count"])
+        for key in log_states[0]["sums"]:
+            sums[key] = torch.stack([ls["sums"][key].reshape(()) for ls in log_states]).to(
+                device if log_states[0]["sums"][key].dtype != torch.float64 else "cpu")
+    for s in sessions:
+        s.folder.trim_log(start_step)
+
+    outcome: list[dict | None] = [None] * members
+    last_checkpoint = [start_step if s.checkpoint is not None else None for s in sessions]
+    first_bad = torch.full((members,), -1, dtype=torch.long, device=device)
+    t_session = time.perf_counter()
+    t_interval, steps_interval = t_session, 0
+    last_rows: list[dict] = [{} for _ in sessions]
+
+    def check_finite():
+        bad = first_bad.tolist()
+        for m, at in enumerate(bad):
+            if at >= 0 and outcome[m] is None:
+                sessions[m].folder.write_failed({"step": at, "watch": watch, "last_checkpoint": last_checkpoint[m]})
+                outcome[m] = {"failed_at": at}
+
+    live = lambda: [m for m in range(members) if outcome[m] is None]  # noqa: E731
+    bar = tqdm(total=steps, initial=start_step, disable=not progress, unit="step", dynamic_ncols=True,
+               desc=f"{label} ×{members}", mininterval=0.5)
+    try:
+        with contextlib.ExitStack() as stack:
+            logs_out = [stack.enter_context(s.folder.open_log()) for s in sessions]
+            for i in range(start_step + 1, last + 1):
+                logs = step(i)
+                value = logs[watch].detach().float().reshape(members)
+                first_bad = torch.where((first_bad < 0) & ~torch.isfinite(value), torch.full_like(first_bad, i),
+                                        first_bad)
+                for key, v in _member_logs(logs, members).items():
+                    sums[key] = sums[key] + v if key in sums else v
+                count += 1
+                steps_interval += 1
+                bar.update(1)
+                if stop_after is not None and i >= stop_after:
+                    return [o or {"stopped_at": i} for o in outcome]
+                if i % schedule.log_every == 0 or i == steps:
+                    check_finite()
+                    now = time.perf_counter()
+                    values = {k: v.tolist() for k, v in sums.items()}  # float32 sums as floats, as float(v.item())
+                    img_per_s = steps_interval * images_per_step / max(now - t_interval, 1e-9)
+                    for m in live():
+                        row = {"step": i, **{k: vals[m] / count for k, vals in values.items()}}
+                        row["img_per_s"] = img_per_s
+                        row["wall_time_s"] = walls[m] + now - t_session
+                        logs_out[m].write(json.dumps(row) + "\n")
+                        logs_out[m].flush()
+                        last_rows[m] = row
+                    bar.set_postfix({"img_s": f"{img_per_s * members:.0f}"})
+                    sums, count = {}, 0
+                    t_interval, steps_interval = now, 0
+                if i % schedule.checkpoint_every == 0 or i == steps or i == last:
+                    check_finite()
+                    for m in live():
+                        logs_out[m].flush()
+                        os.fsync(logs_out[m].fileno())
+                        sessions[m].folder.save_checkpoint({
+                            "step": i, "wall_time_s": walls[m] + time.perf_counter() - t_session,
+                            "identity_digest": sessions[m].identity_digest, **state.member_state_dict(m),
+                            "log_state": {"sums": {k: v[m].detach().cpu() for k, v in sums.items()}, "count": count}})
+                        last_checkpoint[m] = i
+            if last < steps:
+                return [o or {"stopped_at": last} for o in outcome]
+    finally:
+        bar.close()
+
+    for m in live():
+        row = last_rows[m] or (sessions[m].folder.read_log() or [{}])[-1]
+        wall = walls[m] + time.perf_counter() - t_session
+        sessions[m].folder.write_done({"steps": steps, "wall_time_s": wall, **finish(row)})
+    return outcome
+
+
+def _member_logs(logs: dict, members: int) -> dict:
+    """Per-member entries ([S] tensors, float32 on the device) of a batched step's logs; numbers as float64."""
+    out = {}
+    for key, value in logs.items():
+        if isinstance(value, torch.Tensor):
+            if value.numel() == members:
+                out[key] = value.detach().float().reshape(members)
+            elif value.numel() == 1:
+                out[key] = value.detach().float().reshape(()).expand(members)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = torch.full((members,), float(value), dtype=torch.float64)
+    return out

@@ -136,36 +136,50 @@ def train_run(run_config: dict, data, out, *, resume: bool = True, device: str |
     checkpoint or done record.
     """
     store = _open_data(data)
-    resolved = resolve_run_config(run_config, store)
-    out = Path(out)
     dev = select_device(device)
+    resolved, precision, session = open_session(run_config, store, out, dev, resume=resume, overwrite=overwrite)
+    if session is None:
+        return Path(out)
+    with _isolated_global_rng(dev):
+        _train(resolved, store, session, dev, precision, progress, stop_after)
+    return Path(out)
+
+
+def open_session(run_config: dict, store, out, dev: torch.device, *, resume: bool, overwrite: bool = False,
+                 batched: dict | None = None):
+    """(resolved config, precision, Session or None when the run is already complete) of one run on ``store``;
+    ``batched``: how a batched job trains it (engine, members), recorded in the runtime."""
+    resolved = resolve_run_config(run_config, store)
     train = resolved["train"]
     precision = effective_precision(train["precision"], dev)
     record = {**resolved, "code_version": code_version(), "environment": environment(),
               "runtime": {"device": str(dev), "precision": precision, "compile": train["compile"],
-                          "torch_threads": torch.get_num_threads()}}
+                          "torch_threads": torch.get_num_threads(), **({"batched": batched} if batched else {})}}
     session = open_run(RunFolder(out), record, identity_of, steps=train["steps"], resume=resume,
                        overwrite=overwrite)
-    if session is None:
-        return out
-    with _isolated_global_rng(dev):
-        _train(resolved, store, session, dev, precision, progress, stop_after)
-    return out
+    return resolved, precision, session
 
 
-def _train(resolved, store, session, dev: torch.device, precision: str, progress: bool, stop_after) -> None:
-    train = resolved["train"]
-    seed = resolved["seed"]
+def seed_globals(seed: int) -> None:
+    """The global RNG states a run starts from (its model initialisation draws from torch's)."""
     torch.manual_seed(seed)
     np.random.seed(seed % (2**32))
     random.seed(seed)
+
+
+def _train(resolved, store, session, dev: torch.device, precision: str, progress: bool, stop_after,
+           data: ResidentData | None = None) -> None:
+    """Train one run in ``session``; ``data``: the store already resident on ``dev`` (shared by a batched job)."""
+    train = resolved["train"]
+    seed = resolved["seed"]
+    seed_globals(seed)
     model = _build_model(resolved).to(dev)
     model.train()
     optimizers = model.configure_optimizers()
     generator = torch.Generator(device=dev)
     generator.manual_seed(seed + BATCH_SEED_OFFSET)
     pair_sampler = _make_pair_sampler(model, store) if getattr(model, "needs_pairs", False) else None
-    data = ResidentData(store, dev)
+    data = ResidentData(store, dev) if data is None else data
     if train["compile"]:
         model.loss = torch.compile(model.loss)  # instance attribute: training_step picks it up
 
@@ -174,14 +188,20 @@ def _train(resolved, store, session, dev: torch.device, precision: str, progress
         with _autocast(precision, dev):
             return model.training_step(batch, i - 1, optimizers)
 
-    def finish(last_row: dict) -> dict:
-        final = {k: v for k, v in last_row.items() if k not in ("step", "img_per_s", "wall_time_s")}
-        return {"final": final, "final_step_logged": last_row.get("step")}
-
     session.drive(_TrainingState(model, optimizers, generator), step,
-                  Schedule(train["steps"], train["log_every"], train["checkpoint_every"]), finish=finish,
+                  schedule_of(train), finish=done_entries,
                   label=f"{resolved['model']}, seed {seed}", device=dev, watch="loss",
                   images_per_step=train["batch_size"], progress=progress, stop_after=stop_after)
+
+
+def schedule_of(train: dict) -> Schedule:
+    return Schedule(train["steps"], train["log_every"], train["checkpoint_every"])
+
+
+def done_entries(last_row: dict) -> dict:
+    """The done record's entries besides steps and wall time: the last logged values."""
+    final = {k: v for k, v in last_row.items() if k not in ("step", "img_per_s", "wall_time_s")}
+    return {"final": final, "final_step_logged": last_row.get("step")}
 
 
 def load_run(run_dir, device: str = "cpu", *, allow_incomplete: bool = False):

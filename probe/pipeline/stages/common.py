@@ -83,7 +83,41 @@ def job_train(ctx: JobContext, *, run_config: dict, variant: str, model: str, se
     """One training run on the store of ``variant``; with ``scale``, the primary hyperparameter's
     resolved (literature) value is multiplied by it; with ``evaluate``, the run is also evaluated; ``keep``: the
     pipeline's ``keep_checkpoints`` setting, applied once the run is finished."""
-    from probe.train import RunFolder, resolve_run_config, train_run
+    from probe.train import train_run
+
+    store_path, run_config, hp = _prepare_train(ctx, run_config, variant, model, hyperparameter, scale)
+    run_dir = train_run(run_config, store_path, ctx.job_dir / "run", resume=True, device=ctx.device, progress=False)
+    return _train_result(ctx, run_dir, store_path, hp, variant=variant, model=model, seed=seed, scale=scale,
+                         evaluate=evaluate, keep=keep)
+
+
+def job_train_batch(contexts: list[JobContext], members: list[dict]) -> list:
+    """``job_train`` for jobs that differ only in seed, trained as one batched job (probe.train.batched): one
+    result or exception per member, each the result ``job_train`` gives."""
+    from probe.train.batched import train_runs
+
+    prepared = [_prepare_train(ctx, kw["run_config"], kw["variant"], kw["model"], kw.get("hyperparameter"),
+                               kw.get("scale")) for ctx, kw in zip(contexts, members)]
+    store_paths = {str(p[0]) for p in prepared}
+    if len(store_paths) != 1:
+        raise ValueError(f"a batched job trains on one store, got {sorted(store_paths)}")
+    outcomes = train_runs([p[1] for p in prepared], prepared[0][0], [ctx.job_dir / "run" for ctx in contexts],
+                          device=contexts[0].device)
+    results = []
+    for ctx, kw, (store_path, _, hp), outcome in zip(contexts, members, prepared, outcomes):
+        if isinstance(outcome, BaseException):
+            results.append(outcome)
+            continue
+        results.append(_train_result(ctx, outcome, store_path, hp, variant=kw["variant"], model=kw["model"],
+                                     seed=kw["seed"], scale=kw.get("scale"), evaluate=kw.get("evaluate"),
+                                     keep=kw.get("keep", KEEP_ALL)))
+    return results
+
+
+def _prepare_train(ctx: JobContext, run_config: dict, variant: str, model: str, hyperparameter: str | None,
+                   scale: float | None):
+    """(store path, run config with the scaled hyperparameter, {"name", "value"} of the primary hyperparameter)."""
+    from probe.train import resolve_run_config
 
     store_path = variant_store(ctx.inputs, variant)
     run_config = json.loads(json.dumps(run_config))
@@ -94,7 +128,13 @@ def job_train(ctx: JobContext, *, run_config: dict, variant: str, model: str, se
             raise UserError(f"model {model!r} has no primary hyperparameter to scale")
         hp["value"] = float(resolved["model_config"][hyperparameter]) * float(scale)
         run_config.setdefault("model_config", {})[hyperparameter] = hp["value"]
-    run_dir = train_run(run_config, store_path, ctx.job_dir / "run", resume=True, device=ctx.device, progress=False)
+    return store_path, run_config, hp
+
+
+def _train_result(ctx: JobContext, run_dir, store_path, hp: dict, *, variant: str, model: str, seed: int,
+                  scale: float | None, evaluate: dict | None, keep: str) -> dict:
+    from probe.train import RunFolder
+
     keep_run(run_dir, keep)
     result = {"model": model, "variant": variant, "seed": seed, "run_dir": str(run_dir), "hyperparameter": hp,
               "curve": str(RunFolder(run_dir).log_path)}

@@ -4,7 +4,7 @@ the select stage picks the most entangled and most disentangled from."""
 from __future__ import annotations
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.stages.common import KEEP_CHECKPOINTS, job_train, keep_checkpoints, run_config
+from probe.pipeline.stages.common import KEEP_CHECKPOINTS, job_train, job_train_batch, keep_checkpoints, run_config
 
 
 def stage(config: dict, meta: dict) -> Stage:
@@ -13,7 +13,8 @@ def stage(config: dict, meta: dict) -> Stage:
     def jobs(c):
         return [Job(f"seed{s}", job_train, {
             "run_config": run_config(c["model"], dataset, s, c["train"], {c["model"]: c["model_config"]}),
-            "variant": "orig", "model": c["model"], "seed": s, "keep": c[KEEP_CHECKPOINTS]}, work=c["train"]["steps"])
-            for s in range(c["count"])]
+            "variant": "orig", "model": c["model"], "seed": s, "keep": c[KEEP_CHECKPOINTS]}, work=c["train"]["steps"],
+            batch="restarts",
+            batch_fn=job_train_batch) for s in range(c["count"])]
 
     return Stage("restarts", {**config["restarts"], KEEP_CHECKPOINTS: keep_checkpoints(config)}, ["store"], jobs)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.stages.common import (KEEP_CHECKPOINTS, job_train, keep_checkpoints, model_train,
+from probe.pipeline.stages.common import (KEEP_CHECKPOINTS, job_train, job_train_batch, keep_checkpoints, model_train,
                                           primary_hyperparameter, retrain_seeds, run_config, run_key)
 
 
@@ -13,7 +13,8 @@ def retrain_jobs(config: dict, retrain: dict) -> list[Job]:
     return [Job(run_key(m, v, s), job_train, {
         "run_config": run_config(m, dataset, s, model_train(retrain, m), retrain["model_config"]), "variant": v,
         "model": m, "seed": s, "hyperparameter": primary_hyperparameter(config, m), "keep": keep_checkpoints(config)},
-        work=model_train(retrain, m)["steps"])
+        work=model_train(retrain, m)["steps"],
+        batch=f"{m}-{v}", batch_fn=job_train_batch)
         for m in retrain["models"] for v in retrain["variants"] for s in retrain_seeds(retrain)]
 
 

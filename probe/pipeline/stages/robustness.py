@@ -5,8 +5,8 @@ factors) are kept and flagged (``active_units``); the report decides whether to 
 from __future__ import annotations
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.stages.common import (KEEP_CHECKPOINTS, evaluate_settings, job_train, keep_checkpoints,
-                                          primary_hyperparameter, retrain_seeds, run_config, run_key)
+from probe.pipeline.stages.common import (KEEP_CHECKPOINTS, evaluate_settings, job_train, job_train_batch,
+                                          keep_checkpoints, primary_hyperparameter, retrain_seeds, run_config, run_key)
 
 
 def stage(config: dict, meta: dict) -> Stage:
@@ -22,7 +22,8 @@ def stage(config: dict, meta: dict) -> Stage:
             "run_config": run_config(m, dataset, s, train, rt["model_config"]), "variant": v, "model": m, "seed": s,
             "hyperparameter": primary_hyperparameter(config, m), "scale": float(x), "evaluate": settings,
             "keep": c[KEEP_CHECKPOINTS]},
-            work=train["steps"] + 1) for m in models for x in c["scales"] for v in c["variants"]
+            work=train["steps"] + 1, batch=f"{m}-x{x:g}-{v}", batch_fn=job_train_batch)
+            for m in models for x in c["scales"] for v in c["variants"]
             for s in retrain_seeds({**rt, "seeds": c["seeds"]})]
 
     return Stage("robustness", {**config["robustness"], "evaluate": settings, KEEP_CHECKPOINTS: keep_checkpoints(config)},
