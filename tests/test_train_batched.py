@@ -16,6 +16,7 @@ from probe.errors import UserError
 from probe.train import load_run, train_run
 from probe.train.batched import choose_engine, train_runs
 from probe.train.trainer import select_device
+from conftest import run_probe
 
 FAST = {"batch_size": 8, "log_every": 5, "checkpoint_every": 10}
 SEEDS = (3, 4, 5)
@@ -141,3 +142,21 @@ def test_engine_choice(make_toy_store):
     differing[0]["model_config"]["beta"] = 2.0
     with pytest.raises(UserError, match="differ in model_config"):
         choose_engine("vmap", differing, store, cpu)
+
+
+def test_cli_trains_seeds_as_one_batched_job(make_toy_store, tmp_path, capsys):
+    store = make_toy_store()
+    out = tmp_path / "seeds"
+    code, stdout, err = run_probe(["train", "beta-vae", "--data", str(store.path), "--out", str(out), "--steps", "10",
+                                   "--seeds", "3-4", "--set", "batch_size=8", "--set", "log_every=5", "--no-progress"],
+                                  capsys)
+    assert code == 0, err
+    assert stdout.split() == [str(out / "seed3"), str(out / "seed4")]
+    alone = train_run({"model": "beta-vae", "seed": 4, "model_config": {},
+                       "train": {"steps": 10, "batch_size": 8, "log_every": 5}}, store, tmp_path / "alone",
+                      progress=False)
+    assert _rows(out / "seed4") == _rows(alone)
+    for bad in ("3-x", "2,2"):
+        code, _, err = run_probe(["train", "beta-vae", "--data", str(store.path), "--out", str(tmp_path / "bad"),
+                                  "--seeds", bad], capsys)
+        assert code == 2 and "--seeds" in err and not (tmp_path / "bad").exists()
