@@ -29,7 +29,6 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -37,7 +36,8 @@ from probe.errors import UserError
 from probe.models import base as model_base
 from probe.models.base import Batch, ProbeModel
 from probe.train.data import ResidentData
-from probe.train.loop import drive_members
+from probe.train.loop import divergence_error, drive_members
+from probe.train.rng import seeded_rng_record
 from probe.train.trainer import (BATCH_SEED_OFFSET, _autocast, _build_model, _isolated_global_rng, _make_pair_sampler,
                                  _open_data, _train, done_entries, open_session, schedule_of, seed_globals,
                                  select_device)
@@ -212,24 +212,13 @@ class StackedMembers:
                 self.cpu_states[m] = rng["torch"]
 
     def _member_rng(self, m: int) -> dict:
-        """The RNG record ``probe.train.rng.capture_rng`` writes for the run trained alone: numpy's and Python's
-        global RNGs are as seeded (a vmappable loss never draws from them)."""
-        import random
-
-        seed = self.seeds[m]
-        _, key, pos, has_gauss, cached = np.random.RandomState(seed % (2**32)).get_state()
-        py_version, py_internal, py_gauss = random.Random(seed).getstate()
-        batch_gen = self.batch_generators[m]
-        state = {"torch": (self.noise_generators[m].get_state() if self.dev.type == "cpu" else self.cpu_states[m]),
-                 "batch_generator": batch_gen.get_state(), "batch_generator_device": str(batch_gen.device),
-                 "numpy": {"key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos), "has_gauss": int(has_gauss),
-                           "cached_gaussian": float(cached)},
-                 "python": {"version": py_version, "internal": list(py_internal), "gauss_next": py_gauss}}
-        if self.dev.type == "cuda":
-            devices = [torch.cuda.get_rng_state(d) for d in range(torch.cuda.device_count())]
-            devices[self.dev.index or 0] = self.noise_generators[m].get_state()
-            state["cuda"] = devices
-        return state
+        """The RNG record the run trained alone would checkpoint (numpy's and Python's RNGs as seeded)."""
+        noise = self.noise_generators[m].get_state()
+        if self.dev.type == "cpu":
+            return seeded_rng_record(self.seeds[m], noise, self.batch_generators[m])
+        devices = [torch.cuda.get_rng_state(d) for d in range(torch.cuda.device_count())]
+        devices[self.dev.index or 0] = noise
+        return seeded_rng_record(self.seeds[m], self.cpu_states[m], self.batch_generators[m], devices)
 
     # -- one step of every member -------------------------------------------------------------------------
     def step_fn(self, data: ResidentData, batch_size: int, pair_sampler, precision: str):
@@ -280,10 +269,8 @@ def _train_vmapped(todo, run_configs, outs, store, shared: ResidentData, dev, pr
         outcome = _drive_group(group, store, shared, dev, progress, stop_after, until)
         for (i, resolved, _, session), result in zip(group, outcome):
             if result is not None and "failed_at" in result:
-                failed[i] = UserError(
-                    f"training diverged: the loss became NaN or infinite at step {result['failed_at']} "
-                    f"({resolved['model']}, seed {resolved['seed']}, batched); its run stopped. Lower the learning "
-                    "rate (--set lr=...) or change the configuration, then train again.")
+                failed[i] = divergence_error(session.folder, result, "loss", resolved["train"]["steps"],
+                                             f"{resolved['model']}, seed {resolved['seed']}, batched")
         if until is None or stop_after is not None and any(r and "stopped_at" in r and r["stopped_at"] < until
                                                            for r in outcome):
             break

@@ -116,108 +116,43 @@ class Session:
         entry whose first non-finite value stops the run with a UserError. ``finish(last_row)`` gives the
         done record's entries besides steps and wall time. ``stop_after`` (testing hook): stop like a
         killed process after that many steps, without a final checkpoint or done record.
+        This is :func:`drive_members` with one member.
         """
-        from tqdm.auto import tqdm
-
-        folder, steps = self.folder, schedule.steps
-        start_step, wall_before, sums, count = 0, 0.0, {}, 0
-        if self.checkpoint is not None:
-            state.load_state_dict(self.checkpoint)
-            start_step, wall_before = int(self.checkpoint["step"]), float(self.checkpoint["wall_time_s"])
-            # the running means of the current log interval, so that log lines match an uninterrupted run
-            log_state = self.checkpoint["log_state"]
-            sums = {k: v.to(device) if v.dtype != torch.float64 else v for k, v in log_state["sums"].items()}
-            count = int(log_state["count"])
-        folder.trim_log(start_step)
-
-        last_checkpoint = start_step if self.checkpoint is not None else None
-        first_bad = torch.full((), -1, dtype=torch.long, device=device)
-        t_session = time.perf_counter()
-        t_interval, steps_interval = t_session, 0
-        last_row: dict = {}
-
-        def check_finite():
-            if watch is None:
-                return
-            bad = int(first_bad.item())
-            if bad >= 0:
-                kept = (f"the last good checkpoint (step {last_checkpoint}) is kept in {folder.checkpoint_path}"
-                        if last_checkpoint is not None else "no checkpoint had been written yet")
-                folder.write_failed({"step": bad, "watch": watch, "last_checkpoint": last_checkpoint})
-                raise UserError(f"training diverged: the {watch} became NaN or infinite at step {bad} of {steps} "
-                                f"({label}); the run stopped and {kept}. "
-                                "Lower the learning rate (--set lr=...) or change the configuration, then train again.")
-
-        bar = tqdm(total=steps, initial=start_step, disable=not progress, unit="step", dynamic_ncols=True,
-                   desc=label, mininterval=0.5)
-        try:
-            with folder.open_log() as log_file:
-                for i in range(start_step + 1, steps + 1):
-                    logs = step(i)
-                    if watch is not None:
-                        first_bad = _flag_non_finite(first_bad, logs[watch], i)
-                    for key, value in _scalar_logs(logs).items():
-                        sums[key] = sums[key] + value if key in sums else value
-                    count += 1
-                    steps_interval += 1
-                    bar.update(1)
-
-                    if stop_after is not None and i >= stop_after:
-                        return False
-                    if i % schedule.log_every == 0 or i == steps:
-                        check_finite()
-                        now = time.perf_counter()
-                        row = {"step": i}
-                        row.update({k: float(v.item()) / count for k, v in sums.items()})
-                        postfix = {watch: f"{row[watch]:.4g}"} if watch is not None else {}
-                        if images_per_step is not None:
-                            row["img_per_s"] = steps_interval * images_per_step / max(now - t_interval, 1e-9)
-                            row["wall_time_s"] = wall_before + now - t_session
-                            postfix["img_s"] = f"{row['img_per_s']:.0f}"
-                        log_file.write(json.dumps(row) + "\n")
-                        log_file.flush()
-                        bar.set_postfix(postfix)
-                        last_row, sums, count = row, {}, 0
-                        t_interval, steps_interval = now, 0
-                    if i % schedule.checkpoint_every == 0 or i == steps:
-                        check_finite()
-                        log_file.flush()
-                        os.fsync(log_file.fileno())
-                        folder.save_checkpoint({
-                            "step": i, "wall_time_s": wall_before + time.perf_counter() - t_session,
-                            "identity_digest": self.identity_digest, **state.state_dict(),
-                            "log_state": {"sums": {k: v.detach().cpu() for k, v in sums.items()}, "count": count}})
-                        last_checkpoint = i
-        finally:
-            bar.close()
-
-        if not last_row:  # resumed at the final step (nothing left to do): take the last logged row
-            rows = folder.read_log()
-            last_row = rows[-1] if rows else {}
-        wall = wall_before + time.perf_counter() - t_session
-        folder.write_done({"steps": steps, "wall_time_s": wall, **finish(last_row)})
-        return True
+        outcome = drive_members([self], _OneMember(state), lambda i: _one_member_logs(step(i)), schedule,
+                                finish=finish, label=label, device=device, watch=watch,
+                                images_per_step=images_per_step, progress=progress, stop_after=stop_after)[0]
+        if outcome is not None and "failed_at" in outcome:
+            raise divergence_error(self.folder, outcome, watch, schedule.steps, label)
+        return outcome is None
 
 
-def _flag_non_finite(first_bad: torch.Tensor, value, step: int) -> torch.Tensor:
-    """``first_bad`` set to ``step`` if it is still unset and ``value`` is not finite (stays on the device)."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach().float().reshape(())
-    else:
-        value = torch.tensor(float(value), device=first_bad.device)
-    return torch.where((first_bad < 0) & ~torch.isfinite(value), torch.full_like(first_bad, step), first_bad)
+def divergence_error(folder: RunFolder, outcome: dict, watch: str, steps: int, label: str) -> UserError:
+    """The message of a run stopped on a non-finite ``watch`` value (``outcome`` from :func:`drive_members`)."""
+    last = outcome["last_checkpoint"]
+    kept = (f"the last good checkpoint (step {last}) is kept in {folder.checkpoint_path}" if last is not None
+            else "no checkpoint had been written yet")
+    return UserError(f"training diverged: the {watch} became NaN or infinite at step {outcome['failed_at']} of {steps} "
+                     f"({label}); the run stopped and {kept}. "
+                     "Lower the learning rate (--set lr=...) or change the configuration, then train again.")
 
 
-def _scalar_logs(logs: dict) -> dict:
-    """Keep scalar entries (tensors or numbers); drop anything else from the running means."""
-    out = {}
-    for key, value in logs.items():
-        if isinstance(value, torch.Tensor):
-            if value.numel() == 1:
-                out[key] = value.detach().float().reshape(())
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[key] = torch.tensor(float(value), dtype=torch.float64)
-    return out
+class _OneMember:
+    """A single run's ``Resumable`` as the one member of :func:`drive_members`."""
+
+    def __init__(self, state: Resumable):
+        self.state = state
+
+    def member_state_dict(self, member: int) -> dict:
+        return self.state.state_dict()
+
+    def load_member_state_dicts(self, states: list[dict]) -> None:
+        self.state.load_state_dict(states[0])
+
+
+def _one_member_logs(logs: dict) -> dict:
+    """A single run's logs as one member's: scalar tensors get the member dimension, numbers stay numbers."""
+    return {k: v.detach().reshape(1) if isinstance(v, torch.Tensor) and v.numel() == 1 else v
+            for k, v in logs.items()}
 
 
 class MemberStates(Protocol):
@@ -229,16 +164,21 @@ class MemberStates(Protocol):
 
 
 def drive_members(sessions: list[Session], state: MemberStates, step: Callable[[int], dict], schedule: Schedule, *,
-                  finish: Callable[[dict], dict], label: str, device: torch.device, watch: str,
-                  images_per_step: int, progress: bool = False, stop_after: int | None = None,
+                  finish: Callable[[dict], dict], label: str, device: torch.device, watch: str | None = None,
+                  images_per_step: int | None = None, progress: bool = False, stop_after: int | None = None,
                   until: int | None = None) -> list[dict | None]:
-    """:meth:`Session.drive` for S runs stepped together: ``step(i)`` returns logs of shape [S] (one entry per
-    member). Every member's folder gets what a run trained alone writes: its log rows (the same running
-    means), its checkpoints (``state.member_state_dict``) and its done record. All sessions must start at the
-    same step. A member whose ``watch`` entry becomes non-finite gets ``failed.json`` at the next log or
-    checkpoint boundary and stops being written (the others go on; the members are independent).
-    ``until``: stop after checkpointing that step, without done records (to bring members level).
-    Returns, per member, None when it completed, else {"failed_at": step} or {"stopped_at": step}.
+    """The one checkpoint/resume loop, for S runs stepped together (S = 1: :meth:`Session.drive`).
+
+    ``step(i)`` returns logs whose entries have one value per member ([S] tensors; numbers are shared). Every
+    member's folder gets what a run trained alone writes: its log rows (running means over the interval, plus
+    throughput and wall time when ``images_per_step`` is given), its checkpoints (``state.member_state_dict``)
+    and its done record (``finish(last_row)`` gives the entries besides steps and wall time). All sessions must
+    start at the same step. Non-finite values of the ``watch`` entry are flagged on the device and read only at
+    log and checkpoint boundaries, before any checkpoint is written: such a member gets ``failed.json`` and is
+    no longer written (the others go on; the loop stops when none is left). ``stop_after`` (testing hook): stop
+    like a killed process after that many steps. ``until``: stop after checkpointing that step, without done
+    records (to bring members level). Returns, per member, None when it completed, else
+    {"failed_at": step, "last_checkpoint": step or None} or {"stopped_at": step}.
     """
     import contextlib
 
@@ -252,13 +192,14 @@ def drive_members(sessions: list[Session], state: MemberStates, step: Callable[[
     last = steps if until is None else min(until, steps)
     walls = [float(s.checkpoint["wall_time_s"]) if s.checkpoint is not None else 0.0 for s in sessions]
     sums, count = {}, 0
-    if start_step:
+    if sessions[0].checkpoint is not None:
         state.load_member_state_dicts([s.checkpoint for s in sessions])
+        # the running means of the current log interval, so that log lines match an uninterrupted run
         log_states = [s.checkpoint["log_state"] for s in sessions]
         count = int(log_states[0]["count"])
-        for key in log_states[0]["sums"]:
-            sums[key] = torch.stack([ls["sums"][key].reshape(()) for ls in log_states]).to(
-                device if log_states[0]["sums"][key].dtype != torch.float64 else "cpu")
+        for key, first in log_states[0]["sums"].items():
+            stacked = torch.stack([ls["sums"][key].reshape(()) for ls in log_states])
+            sums[key] = stacked if first.dtype == torch.float64 else stacked.to(device)
     for s in sessions:
         s.folder.trim_log(start_step)
 
@@ -269,24 +210,28 @@ def drive_members(sessions: list[Session], state: MemberStates, step: Callable[[
     t_interval, steps_interval = t_session, 0
     last_rows: list[dict] = [{} for _ in sessions]
 
-    def check_finite():
-        bad = first_bad.tolist()
-        for m, at in enumerate(bad):
+    def live() -> list[int]:
+        return [m for m in range(members) if outcome[m] is None]
+
+    def check_finite() -> bool:
+        """Mark members whose watched value went non-finite; False when no member is left."""
+        if watch is None:
+            return True
+        for m, at in enumerate(first_bad.tolist()):
             if at >= 0 and outcome[m] is None:
                 sessions[m].folder.write_failed({"step": at, "watch": watch, "last_checkpoint": last_checkpoint[m]})
-                outcome[m] = {"failed_at": at}
+                outcome[m] = {"failed_at": at, "last_checkpoint": last_checkpoint[m]}
+        return bool(live())
 
-    live = lambda: [m for m in range(members) if outcome[m] is None]  # noqa: E731
     bar = tqdm(total=steps, initial=start_step, disable=not progress, unit="step", dynamic_ncols=True,
-               desc=f"{label} ×{members}", mininterval=0.5)
+               desc=label if members == 1 else f"{label} ×{members}", mininterval=0.5)
     try:
         with contextlib.ExitStack() as stack:
             logs_out = [stack.enter_context(s.folder.open_log()) for s in sessions]
             for i in range(start_step + 1, last + 1):
                 logs = step(i)
-                value = logs[watch].detach().float().reshape(members)
-                first_bad = torch.where((first_bad < 0) & ~torch.isfinite(value), torch.full_like(first_bad, i),
-                                        first_bad)
+                if watch is not None:
+                    first_bad = _flag_non_finite(first_bad, logs[watch], i, members)
                 for key, v in _member_logs(logs, members).items():
                     sums[key] = sums[key] + v if key in sums else v
                 count += 1
@@ -295,22 +240,24 @@ def drive_members(sessions: list[Session], state: MemberStates, step: Callable[[
                 if stop_after is not None and i >= stop_after:
                     return [o or {"stopped_at": i} for o in outcome]
                 if i % schedule.log_every == 0 or i == steps:
-                    check_finite()
+                    if not check_finite():
+                        return outcome
                     now = time.perf_counter()
                     values = {k: v.tolist() for k, v in sums.items()}  # float32 sums as floats, as float(v.item())
-                    img_per_s = steps_interval * images_per_step / max(now - t_interval, 1e-9)
                     for m in live():
                         row = {"step": i, **{k: vals[m] / count for k, vals in values.items()}}
-                        row["img_per_s"] = img_per_s
-                        row["wall_time_s"] = walls[m] + now - t_session
+                        if images_per_step is not None:
+                            row["img_per_s"] = steps_interval * images_per_step / max(now - t_interval, 1e-9)
+                            row["wall_time_s"] = walls[m] + now - t_session
                         logs_out[m].write(json.dumps(row) + "\n")
                         logs_out[m].flush()
                         last_rows[m] = row
-                    bar.set_postfix({"img_s": f"{img_per_s * members:.0f}"})
+                    bar.set_postfix(_postfix(last_rows, watch, images_per_step, members))
                     sums, count = {}, 0
                     t_interval, steps_interval = now, 0
                 if i % schedule.checkpoint_every == 0 or i == steps or i == last:
-                    check_finite()
+                    if not check_finite():
+                        return outcome
                     for m in live():
                         logs_out[m].flush()
                         os.fsync(logs_out[m].fileno())
@@ -325,14 +272,35 @@ def drive_members(sessions: list[Session], state: MemberStates, step: Callable[[
         bar.close()
 
     for m in live():
+        # resumed at the final step (nothing left to do): the last logged row
         row = last_rows[m] or (sessions[m].folder.read_log() or [{}])[-1]
         wall = walls[m] + time.perf_counter() - t_session
         sessions[m].folder.write_done({"steps": steps, "wall_time_s": wall, **finish(row)})
     return outcome
 
 
+def _postfix(rows: list[dict], watch: str | None, images_per_step: int | None, members: int) -> dict:
+    live_rows = [r for r in rows if r]
+    postfix = {}
+    if watch is not None and members == 1 and live_rows:
+        postfix[watch] = f"{live_rows[0][watch]:.4g}"
+    if images_per_step is not None and live_rows:
+        postfix["img_s"] = f"{live_rows[0]['img_per_s'] * members:.0f}"
+    return postfix
+
+
+def _flag_non_finite(first_bad: torch.Tensor, value, step: int, members: int) -> torch.Tensor:
+    """``first_bad`` [S] set to ``step`` where still unset and ``value`` is not finite (stays on the device)."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().float().reshape(members)
+    else:
+        value = torch.full((members,), float(value), device=first_bad.device)
+    return torch.where((first_bad < 0) & ~torch.isfinite(value), torch.full_like(first_bad, step), first_bad)
+
+
 def _member_logs(logs: dict, members: int) -> dict:
-    """Per-member entries ([S] tensors, float32 on the device) of a batched step's logs; numbers as float64."""
+    """Per-member entries ([S] tensors, float32 on the device) of a step's logs; numbers as float64 on the CPU.
+    Entries of another size are not logged."""
     out = {}
     for key, value in logs.items():
         if isinstance(value, torch.Tensor):

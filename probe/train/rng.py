@@ -13,18 +13,33 @@ import torch
 
 
 def capture_rng(batch_generator: torch.Generator) -> dict:
-    np_state = np.random.get_state()
-    py_version, py_internal, py_gauss = random.getstate()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    return rng_record(torch.get_rng_state(), batch_generator, np.random.get_state(), random.getstate(), cuda)
+
+
+def seeded_rng_record(seed: int, torch_state: torch.Tensor, batch_generator: torch.Generator,
+                      cuda: list | None = None) -> dict:
+    """The record ``capture_rng`` would write for a run whose numpy and Python RNGs are still as seeded by ``seed``
+    (a batched member: its loss never draws from them) and whose torch states are the given ones."""
+    return rng_record(torch_state, batch_generator, np.random.RandomState(seed % (2**32)).get_state(),
+                      random.Random(seed).getstate(), cuda)
+
+
+def rng_record(torch_state: torch.Tensor, batch_generator: torch.Generator, numpy_state: tuple, python_state: tuple,
+               cuda: list | None = None) -> dict:
+    """The checkpoint's RNG record (the one place that spells it)."""
+    _, key, pos, has_gauss, cached = numpy_state
+    py_version, py_internal, py_gauss = python_state
     state = {
-        "torch": torch.get_rng_state(),
+        "torch": torch_state,
         "batch_generator": batch_generator.get_state(),
         "batch_generator_device": str(batch_generator.device),
-        "numpy": {"key": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
-                  "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
+        "numpy": {"key": torch.from_numpy(key.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
         "python": {"version": py_version, "internal": list(py_internal), "gauss_next": py_gauss},
     }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    if cuda is not None:
+        state["cuda"] = cuda
     return state
 
 
