@@ -32,6 +32,19 @@ def render_toy_images(factors: np.ndarray, factor_sizes, resolution: int = 16, c
     return images
 
 
+def toy_encoder(images):
+    """Codes read off the toy renderer: square size, intensity and position (a disentangled 'model')."""
+    x = images.astype(np.float64)[..., 0]
+    mask = x > 0
+    area = mask.sum((1, 2))
+    yy, xx = np.mgrid[: x.shape[1], : x.shape[2]]
+    cx = (mask * xx).sum((1, 2)) / np.maximum(area, 1)
+    cy = (mask * yy).sum((1, 2)) / np.maximum(area, 1)
+    level = x.max((1, 2))
+    codes = np.stack([np.sqrt(area), level, cx, cy], 1)
+    return {"codes": codes, "variance": np.full_like(codes, 0.1)}
+
+
 @pytest.fixture
 def make_toy_store(tmp_path):
     """Factory: ``make_toy_store(factor_sizes=(2, 3, 4, 4), resolution=16, channels=1, name="toy")``."""

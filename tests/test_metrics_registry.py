@@ -13,6 +13,7 @@ import pytest
 
 import probe.metrics
 from probe.errors import UserError
+from conftest import toy_encoder
 from probe.metrics import Encoder, MetricSpec, ReportColumn, evaluate_encoder, register_metric
 from probe.metrics import registry
 
@@ -37,12 +38,7 @@ def toy_metric_file(monkeypatch):
 
 
 def _encoder(images):
-    x = images.astype(np.float64)[..., 0]
-    mask = x > 0
-    area = mask.sum((1, 2))
-    yy, xx = np.mgrid[: x.shape[1], : x.shape[2]]
-    cx = (mask * xx).sum((1, 2)) / np.maximum(area, 1)
-    return np.stack([np.sqrt(area), x.max((1, 2)), cx], 1)
+    return toy_encoder(images)["codes"]
 
 
 def test_builtin_specs_give_the_metric_list_settings_and_report_columns():

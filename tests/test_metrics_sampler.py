@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from probe.data import StateSpace
+from conftest import toy_encoder
 from probe.metrics import (CodeCache, Encoder, beta_vae_score, draw_factors, evaluate_encoder, factor_vae_score,
                            small_settings)
 
@@ -97,17 +98,6 @@ def test_factor_vae_through_cache_equals_direct_encoder(make_toy_store):
     assert cache.images_encoded <= store.num_images
 
 
-def _toy_encoder(images):
-    """Codes read off the toy renderer: square size, intensity and position (a disentangled 'model')."""
-    x = images.astype(np.float64)[..., 0]
-    mask = x > 0
-    area = mask.sum((1, 2))
-    yy, xx = np.mgrid[: x.shape[1], : x.shape[2]]
-    cx = (mask * xx).sum((1, 2)) / np.maximum(area, 1)
-    cy = (mask * yy).sum((1, 2)) / np.maximum(area, 1)
-    level = x.max((1, 2))
-    codes = np.stack([np.sqrt(area), level, cx, cy], 1)
-    return {"codes": codes, "variance": np.full_like(codes, 0.1)}
 
 
 def test_evaluate_encoder_result_shape_and_values(make_toy_store):
@@ -116,7 +106,7 @@ def test_evaluate_encoder_result_shape_and_values(make_toy_store):
                 "factor_vae_num_variance_estimate": 500, "factor_vae_num_train": 200, "factor_vae_num_eval": 100,
                 "beta_vae_num_train": 200, "beta_vae_num_eval": 100, "num_reconstruction": 100}
     recon = lambda images: images.astype(np.float64) / 255.0 * 0.9
-    out = evaluate_encoder(store, Encoder(_toy_encoder, reconstruct=recon), seed=0, settings=settings)
+    out = evaluate_encoder(store, Encoder(toy_encoder, reconstruct=recon), seed=0, settings=settings)
     m = out["metrics"]
     assert set(m) == {"mig", "dci", "sap", "factor_vae_score", "beta_vae_score", "modularity_explicitness", "infomec",
                       "gaussian_tc", "active_units", "mcc", "reconstruction"}
@@ -132,9 +122,9 @@ def test_evaluate_encoder_result_shape_and_values(make_toy_store):
     assert s["num_train"] == 600 and s["seed"] == 0 and s["sklearn"] and s["store"]["digest"] == store.digest
     assert s["images_encoded"] <= store.num_images
     json.dumps(out)  # JSON-able
-    again = evaluate_encoder(store, Encoder(_toy_encoder), metrics="mig,sap", seed=0, settings=settings)
+    again = evaluate_encoder(store, Encoder(toy_encoder), metrics="mig,sap", seed=0, settings=settings)
     assert again["metrics"]["mig"] == m["mig"] and again["metrics"]["sap"] == m["sap"]
-    nov = evaluate_encoder(store, Encoder(lambda im: _toy_encoder(im)["codes"]), metrics=["active_units", "mig"],
+    nov = evaluate_encoder(store, Encoder(lambda im: toy_encoder(im)["codes"]), metrics=["active_units", "mig"],
                            settings=settings)
     assert "active_units" in nov["skipped"] and "mig" in nov["metrics"]
 
@@ -145,9 +135,9 @@ def test_bad_metric_or_setting_is_a_user_error(make_toy_store, tmp_path, capsys)
 
     store = make_toy_store()
     with pytest.raises(UserError, match="unknown metric"):
-        evaluate_encoder(store, Encoder(_toy_encoder), metrics="mig,nope")
+        evaluate_encoder(store, Encoder(toy_encoder), metrics="mig,nope")
     with pytest.raises(UserError, match="unknown evaluation setting"):
-        evaluate_encoder(store, Encoder(_toy_encoder), settings={"num_trian": 5})
+        evaluate_encoder(store, Encoder(toy_encoder), settings={"num_trian": 5})
     with pytest.raises(SystemExit) as exc:
         main(["evaluate", str(tmp_path / "run"), "--data", str(store.path), "--metrics", "mig,nope"])
     assert exc.value.code == 2
