@@ -83,7 +83,7 @@ def test_the_base_gives_every_preset_the_config_the_standalone_file_gave(dataset
 def test_the_base_is_not_a_pipeline():
     assert "modify" not in pipeline_names()
     assert {"modify-dsprites", "modify-shapes3d", "linear-pca", "audit"} <= set(pipeline_names())
-    with pytest.raises(UserError, match="base of modify-dsprites, modify-shapes3d"):
+    with pytest.raises(UserError, match="base of modify-control, modify-dsprites, modify-shapes3d"):
         resolve("modify", "smoke")
 
 

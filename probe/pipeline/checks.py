@@ -7,7 +7,7 @@ from pathlib import Path
 
 from probe.errors import UserError
 from probe.pipeline.stages.common import KEEP_CHECKPOINTS, KEEP_CHOICES, keep_checkpoints, model_train, primary_hyperparameter
-from probe.pipeline.variants import VARIANTS
+from probe.pipeline.variants import VARIANTS, check_variant, dose_scale, dose_variant
 
 
 def validate_modify(config: dict, *, deep: bool = True) -> None:
@@ -33,9 +33,24 @@ def validate_modify(config: dict, *, deep: bool = True) -> None:
             raise UserError(f"{key} must be a positive integer, got {value!r}")
     if rs["count"] < 2 * config["select"]["k"]:
         raise UserError(f"restarts.count ({rs['count']}) must be at least 2 × select.k ({config['select']['k']})")
-    bad_variants = [v for v in list(rt["variants"]) + list(rb["variants"]) if v not in VARIANTS]
+    from probe.pipeline.stages.retrain import all_variants
+
+    retrain_variants = all_variants(rt)
+    bad_variants = [v for v in retrain_variants + list(rb["variants"]) if v not in VARIANTS]
+    if config["pipeline"].get("kind") == "control":  # its graph also makes the rotated and dose stores
+        for v in retrain_variants:
+            check_variant(v)
+        scales = [dose_variant(x) for x in (config.get("dose") or {}).get("scales", [])]
+        bad_variants = [v for v in retrain_variants if dose_scale(v) is not None and v not in scales]
+        bad_variants += [v for v in rb["variants"] if v not in VARIANTS]
+        if bad_variants:
+            raise UserError(f"dataset variant(s) {bad_variants}: a dose variant must be one of dose.scales "
+                            f"({', '.join(scales) or 'none'}), robustness runs only on {', '.join(VARIANTS)}")
     if bad_variants:
         raise UserError(f"unknown dataset variant(s) {bad_variants} (known: {', '.join(VARIANTS)})")
+    from probe.pipeline.stages import manipulate
+
+    manipulate.check(config)
     if not rt["models"]:
         raise UserError("retrain.models is empty")
     if rb["enabled"]:

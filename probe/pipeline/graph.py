@@ -4,6 +4,8 @@ and its checks before any work.
     modify      store → restarts → select → manipulate → apply → noise → retrain → evaluate → robustness
                 → linear-pca → report
     linear-pca  store → synthetic → linear-pca → report
+    control     store → restarts → select → manipulate → apply → noise → rotated → dose → retrain → evaluate
+                → robustness → linear-pca → report   (modify + the control's L1 and L3 stores, docs/notes/control.md)
     audit       store → plugin-check → restarts → select → manipulate → apply → noise → plugin-train
                 → retrain → evaluate → plugin-evaluate → audit
 
@@ -21,9 +23,9 @@ from probe.errors import UserError
 from probe.pipeline.audit import audit_config, validate_audit
 from probe.pipeline.checks import validate_linear_pca, validate_modify
 from probe.pipeline.engine import Stage
-from probe.pipeline.stages import (apply, evaluate, linear_pca, linear_pca_report, manipulate, noise, plugin_check,
-                                   plugin_evaluate, plugin_train, report, restarts, retrain, robustness, select, store,
-                                   synthetic)
+from probe.pipeline.stages import (apply, dose, evaluate, linear_pca, linear_pca_report, manipulate, noise,
+                                   plugin_check, plugin_evaluate, plugin_train, report, restarts, retrain, robustness,
+                                   rotated, select, store, synthetic)
 from probe.pipeline.stages import audit as audit_stage
 
 StageBuilder = Callable[[dict, dict], Stage]
@@ -59,6 +61,29 @@ MODIFY = Graph((
     report.stage,
 ), validate_modify)
 
+
+
+def validate_control(config: dict, *, deep: bool = True) -> None:
+    validate_modify(config, deep=deep)
+    rotated.check(config)
+
+
+CONTROL = Graph((
+    store.stage,
+    restarts.stage,
+    select.stage,
+    manipulate.stage,
+    apply.stage,
+    noise.stage,
+    rotated.stage,
+    dose.stage,
+    retrain.stage,
+    evaluate.stage,
+    robustness.stage,
+    linear_pca.stage,
+    report.stage,
+), validate_control)
+
 LINEAR_PCA = Graph((
     store.stage,
     synthetic.stage,
@@ -86,7 +111,7 @@ AUDIT = Graph((
     audit_stage.stage,
 ), validate_audit, prepare=_audit_config)
 
-GRAPHS = {"modify": MODIFY, "linear-pca": LINEAR_PCA, "audit": AUDIT}
+GRAPHS = {"modify": MODIFY, "control": CONTROL, "linear-pca": LINEAR_PCA, "audit": AUDIT}
 
 
 def graph_of(config: dict) -> Graph:

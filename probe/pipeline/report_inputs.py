@@ -61,6 +61,24 @@ def restart_entries(restarts_stage: dict, select_stage: dict) -> list[dict]:
             for r in sorted(restarts_stage["jobs"].values(), key=lambda r: r["seed"])]
 
 
+def control_entries(inputs: dict, runs: list[dict]) -> dict:
+    """The control pipeline's own part of the report inputs (docs/notes/control.md): its runs on the control
+    variants (L1 ``rotated``, L3 ``mod-x<scale>``; the report's tables and verdicts stay over VARIANTS), their stores,
+    and the partner m(w) was trained against (L2)."""
+    from probe.pipeline.variants import is_control_variant
+
+    manipulate = inputs["manipulate"]["jobs"]["manipulate"]
+    rotated = inputs["rotated"]["jobs"]["rotated"]
+    doses = {key: {"path": j["path"], "digest": j["digest"], "epsilon": j["epsilon"], "scale": j["scale"]}
+             for key, j in sorted(inputs["dose"]["jobs"].items())}
+    return {"runs": [r for r in runs if is_control_variant(r["variant"])],
+            "stores": {"rotated": {"path": rotated["path"], "digest": rotated["digest"],
+                                   "rotation_deg": rotated["rotation_deg"]}, **doses},
+            "epsilon": inputs["apply"]["jobs"]["apply"].get("epsilon"),
+            "partner": {"kind": manipulate.get("partner"), "entangled": manipulate.get("entangled"),
+                        "disentangled": manipulate.get("disentangled")}}
+
+
 def report_inputs(inputs: dict, meta: dict, *, pipeline: str, runs: list[dict], restarts: list[dict] | None = None,
                   robustness: list[dict] | None = None, linear_pca: dict | None = None,
                   extra_provenance: dict | None = None) -> dict:

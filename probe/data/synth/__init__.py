@@ -20,10 +20,10 @@ from probe.data.state_space import StateSpace
 from probe.data.store import Store, create_store, open_store
 from probe.errors import UserError
 
-from . import dsprites, shapes3d
+from . import control, dsprites, shapes3d
 
-GENERATORS: dict[str, ModuleType] = {"dsprites": dsprites, "shapes3d": shapes3d}
-RENDER_BATCH = {"dsprites": 1024, "shapes3d": 24}  # images per vectorised render call (bounds memory)
+GENERATORS: dict[str, ModuleType] = {"dsprites": dsprites, "shapes3d": shapes3d, "control": control}
+RENDER_BATCH = {"dsprites": 1024, "shapes3d": 24, "control": 4096}  # images per vectorised render call (bounds memory)
 
 
 def parse_factor_sizes(name: str, factor_sizes: Sequence[int] | str | None) -> list[int]:
@@ -50,35 +50,52 @@ def _generator(name: str) -> ModuleType:
     return GENERATORS[name]
 
 
-def render_indices(name: str, indices: np.ndarray, factor_sizes: Sequence[int], resolution: int = 64) -> np.ndarray:
-    """Render the images at grid ``indices`` of a (sub-)grid (no store involved)."""
+def render_indices(name: str, indices: np.ndarray, factor_sizes: Sequence[int], resolution: int = 64,
+                   options: dict | None = None) -> np.ndarray:
+    """Render the images at grid ``indices`` of a (sub-)grid (no store involved); ``options`` are the generator's
+    own rendering keywords (the control generator's ``rotation_deg``)."""
     gen = _generator(name)
     space = StateSpace(factor_sizes)
     factors = space.unravel(np.asarray(indices))
     values = np.stack([np.asarray(v)[factors[:, k]] for k, v in enumerate(gen.factor_values(factor_sizes))], axis=1)
     batch = RENDER_BATCH[name] * max(1, (64 // max(resolution, 1)) ** 2)
-    parts = [gen.render(values[s:s + batch], resolution) for s in range(0, len(values), batch)]
+    parts = [gen.render(values[s:s + batch], resolution, **(options or {})) for s in range(0, len(values), batch)]
     return np.concatenate(parts) if parts else np.empty((0, resolution, resolution, gen.CHANNELS), np.uint8)
 
 
 def generate(name: str, out: str | os.PathLike, *, resolution: int = 64, factor_sizes: Sequence[int] | None = None,
-             seed: int = 0, progress: bool = True, workers: int | None = None) -> Store:
-    """Render the complete C-order grid of ``name`` into a new store at ``out``; returns the opened store."""
+             seed: int = 0, progress: bool = True, workers: int | None = None, options: dict | None = None) -> Store:
+    """Render the complete C-order grid of ``name`` into a new store at ``out``; returns the opened store.
+    ``options``: the generator's rendering keywords (recorded in the store's origin)."""
     gen = _generator(name)
+    options = _check_options(gen, name, options)
     sizes = parse_factor_sizes(name, factor_sizes)
     resolution = int(resolution)
     if not 8 <= resolution <= 512:
         raise UserError(f"--resolution must be between 8 and 512, got {resolution}")
     space = StateSpace(sizes)
     workers = workers or os.cpu_count() or 1
-    config = {"generator": name, "resolution": resolution, "factor_sizes": sizes}
+    config = {"generator": name, "resolution": resolution, "factor_sizes": sizes, **({"options": options} if options else {})}
     try:
-        return _generate(gen, name, Path(out), sizes, resolution, seed, progress, workers, space, config)
+        return _generate(gen, name, Path(out), sizes, resolution, seed, progress, workers, space, config, options)
     except OSError as exc:  # disk full, permission, I/O error while writing: nothing is left at `out`
         raise UserError(f"writing {out} failed ({exc}); nothing was written") from None
 
 
-def _generate(gen, name, out, sizes, resolution, seed, progress, workers, space, config) -> Store:
+def _check_options(gen, name: str, options: dict | None) -> dict:
+    """The generator's rendering keywords: each must be a keyword-only parameter of its ``render``."""
+    import inspect
+
+    options = dict(options or {})
+    known = [p.name for p in inspect.signature(gen.render).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise UserError(f"generator {name!r} has no rendering option {', '.join(map(repr, unknown))} "
+                        f"(known: {', '.join(known) or 'none'})")
+    return options
+
+
+def _generate(gen, name, out, sizes, resolution, seed, progress, workers, space, config, options) -> Store:
     import dask
     from tqdm import tqdm
 
@@ -93,7 +110,7 @@ def _generate(gen, name, out, sizes, resolution, seed, progress, workers, space,
         window = max(1, 2 * workers)  # blocks in flight: bounds memory while keeping every worker busy
         with tqdm(total=n, desc=f"generate {name}", unit="img", disable=not progress) as bar:
             for w0 in range(0, len(starts), window):
-                tasks = [dask.delayed(render_indices)(name, np.arange(s, min(s + block, n)), sizes, resolution)
+                tasks = [dask.delayed(render_indices)(name, np.arange(s, min(s + block, n)), sizes, resolution, options)
                          for s in starts[w0:w0 + window]]
                 blocks = dask.compute(*tasks, scheduler="threads", num_workers=workers)
                 for s, images in zip(starts[w0:w0 + window], blocks):

@@ -19,12 +19,23 @@ def run_alignment(inputs: dict, run_dir, store_path, settings: dict) -> dict:
     with ``RandomState(evaluate seed)``; the run encodes them from the store it was trained on, each
     restart from the original store (its training data); its active units (mean posterior variance
     below ``active_threshold`` over the sample) select the reference latents."""
-    if "select" not in inputs or "store" not in inputs:
+    references = reference_runs(inputs)
+    if references is None or "store" not in inputs:
         return {}
     try:
-        return {"alignment": alignment_of(inputs["select"], run_dir, store_path, inputs["store"]["path"], settings)}
+        return {"alignment": alignment_of(references, run_dir, store_path, inputs["store"]["path"], settings)}
     except Exception as exc:  # noqa: BLE001 - a diagnostic; recorded, never fatal
         return {"alignment": None, "alignment_error": f"{type(exc).__name__}: {exc}"}
+
+
+def reference_runs(inputs: dict) -> dict | None:
+    """The ``{"entangled": [...], "disentangled": [...]}`` runs a retrained run is compared with: the pair m(w) was
+    trained against (the manipulate stage's result: the selected restarts, or the control pipeline's rotated partner
+    as the entangled side), else the selected restarts; None when the stage has neither input."""
+    manipulate = inputs.get("manipulate") or {}
+    if "entangled" in manipulate and "disentangled" in manipulate:
+        return manipulate
+    return inputs.get("select")
 
 
 def alignment_of(select: dict, run_dir, store_path, orig_path, settings: dict) -> dict:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.stages.alignment import run_alignment
 from probe.pipeline.stages.common import evaluate_metrics, evaluate_settings
-from probe.pipeline.stages.retrain import retrain_jobs
-from probe.pipeline.variants import variant_store
+from probe.pipeline.stages.retrain import all_variants, retrain_jobs
+from probe.pipeline.variants import variant_stages, variant_store
 from probe.pipeline.worker import JobContext
 
 
@@ -20,5 +20,7 @@ def job_evaluate(ctx: JobContext, *, run: str, settings: dict) -> dict:
 
 def stage(config: dict, meta: dict) -> Stage:
     runs = [j.key for j in retrain_jobs(config, config["retrain"])]
-    return Stage("evaluate", evaluate_settings(config), ["retrain", "store", "select", "apply", "noise"],
+    # manipulate: the runs m(w) was trained against, the alignment's references (stages.alignment.reference_runs)
+    return Stage("evaluate", evaluate_settings(config),
+                 ["retrain", "select", "manipulate", *variant_stages(all_variants(config["retrain"]))],
                  lambda c: [Job(key, job_evaluate, {"run": key, "settings": c}) for key in runs])

@@ -6,11 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.report_inputs import report_inputs, restart_entries, robustness_entries, run_entries
+from probe.pipeline.report_inputs import (control_entries, report_inputs, restart_entries, robustness_entries,
+                                          run_entries)
 from probe.pipeline.why import why_inputs
 from probe.pipeline.worker import JobContext
 
 INPUTS = ["store", "restarts", "select", "manipulate", "apply", "noise", "retrain", "evaluate", "robustness", "linear-pca"]
+CONTROL_INPUTS = ["rotated", "dose"]   # the control pipeline's L1 and L3 stores (graph.CONTROL)
 
 
 def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
@@ -19,12 +21,16 @@ def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
     inputs = ctx.inputs
     workdir = Path(meta["workdir"])
     lp = inputs["linear-pca"]["jobs"]
+    runs = run_entries(inputs["retrain"], inputs["evaluate"])
+    control = control_entries(inputs, runs) if "rotated" in inputs else None
     out = report_inputs(inputs, meta, pipeline=meta["pipeline"],
                         restarts=restart_entries(inputs["restarts"], inputs["select"]),
-                        runs=run_entries(inputs["retrain"], inputs["evaluate"]),
+                        runs=[r for r in runs if not (control and r in control["runs"])],
                         robustness=robustness_entries(inputs["robustness"]),
                         linear_pca=lp["linear-pca"]["analysis"] if "linear-pca" in lp else None)
     out["why"] = why_inputs(inputs)  # Fig. 1: local vs global alignment
+    if control is not None:
+        out["control"] = control
     write_json_atomic(ctx.job_dir / "report_inputs.json", out)
     write_json_atomic(workdir / "report_inputs.json", out)
     result = {"report_inputs": str(ctx.job_dir / "report_inputs.json"), "report": None}
@@ -37,5 +43,6 @@ def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
 
 
 def stage(config: dict, meta: dict) -> Stage:
-    return Stage("report", {"make_report": config["report"]["make_report"]}, INPUTS,
+    inputs = INPUTS + (CONTROL_INPUTS if config["pipeline"].get("kind") == "control" else [])
+    return Stage("report", {"make_report": config["report"]["make_report"]}, inputs,
                  lambda c: [Job("report", job_report, {"meta": meta, "make_report": c["make_report"]})], local=True)

@@ -1,0 +1,42 @@
+"""Stage ``rotated`` (control pipeline, L1): the store rendered from the generative factors rotated by
+``rotated.rotation_deg`` before rendering (probe.data.synth.control), a known entangling transformation. A β-VAE that
+follows the images' preferred axes must lose its alignment with the factors here; if the report does not say it
+"relies on local structure", the retraining, evaluation or verdict code is wrong (docs/notes/control.md)."""
+
+from __future__ import annotations
+
+from probe.errors import UserError
+from probe.pipeline.engine import Job, Stage
+from probe.pipeline.stages.common import single_job_result
+from probe.pipeline.worker import JobContext
+
+
+def job_rotated(ctx: JobContext, *, dataset: str, resolution: int, factor_sizes: list | None, rotation_deg: float,
+                seed: int) -> dict:
+    from probe.data import open_store
+    from probe.data.synth import generate
+
+    out = ctx.job_dir / "rotated.zarr"
+    if out.exists():  # a previous attempt finished writing (stores are renamed into place when complete)
+        store = open_store(out)
+    else:
+        store = generate(dataset, out, resolution=resolution, factor_sizes=factor_sizes or None, seed=seed,
+                         progress=False, options={"rotation_deg": float(rotation_deg)})
+    orig = open_store(ctx.inputs["store"]["path"])
+    if list(orig.factor_sizes) != list(store.factor_sizes):
+        raise UserError(f"the rotated store's factor sizes {store.factor_sizes} differ from the original's "
+                        f"{orig.factor_sizes}")
+    return {"path": str(out), "digest": store.digest, "rotation_deg": float(rotation_deg)}
+
+
+def check(config: dict) -> None:
+    if config["store"]["source"] != "synthetic":
+        raise UserError("the rotated store is rendered by a generator: store.source must be 'synthetic'")
+
+
+def stage(config: dict, meta: dict) -> Stage:
+    st = config["store"]
+    settings = {"dataset": config["pipeline"]["dataset"], "resolution": st["resolution"],
+                "factor_sizes": st["factor_sizes"], "seed": st["seed"], **config["rotated"]}
+    return Stage("rotated", settings, ["store"], lambda c: [Job("rotated", job_rotated, dict(c))],
+                 single_job_result("rotated"))
