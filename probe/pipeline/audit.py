@@ -193,9 +193,10 @@ def audit_config(config: dict, meta: dict, reference_stages: Callable[[dict, dic
 # -- verdicts -----------------------------------------------------------------------------------------
 
 def rule_text() -> str:
+    from probe.report.gates import GATE_RULE
     from probe.report.stats import verdict_rule_text
 
-    return verdict_rule_text()
+    return verdict_rule_text() + " " + GATE_RULE
 
 
 def _stats(values: list[float]) -> dict:
@@ -206,10 +207,14 @@ def _stats(values: list[float]) -> dict:
             "std": float(a.std(ddof=1)) if len(a) > 1 else None, "values": [float(v) for v in a]}
 
 
-def model_verdict(runs: list[dict], model: str, metric: str, *, seed: int = 0) -> dict:
+def model_verdict(runs: list[dict], model: str, metric: str, *, seed: int = 0, num_factors: int | None = None) -> dict:
     """The report's verdict (probe.report.stats.verdict) for one model on one metric, with the group
-    statistics and the effect size Δ_mod (absolute and relative to mean(orig))."""
-    from probe.report.inputs import values_by_group
+    statistics and the effect size Δ_mod (absolute and relative to mean(orig)). The report's validity gates
+    (probe.report.gates) come first: a model whose orig runs keep fewer active latents than the ``num_factors``
+    factors, or that noise alone breaks, gets the gate's label instead of a verdict. (A model without a posterior
+    variance is not regime-gated here: the audit does not encode its runs for the per-factor capture.)"""
+    from probe.report.gates import failed_gate, noise_gate, regime_gate
+    from probe.report.inputs import active_latent_count, values_by_group
     from probe.report.stats import verdict
 
     groups = values_by_group([r for r in runs if r["model"] == model], metric)
@@ -219,6 +224,13 @@ def model_verdict(runs: list[dict], model: str, metric: str, *, seed: int = 0) -
                 "n": 0, "groups": {v: _stats(groups.get((model, v), [])) for v in VARIANTS}, "to_mod": None,
                 "to_noise": None, "relative_change": None}
     out = verdict(orig, mod, noise or None, seed=seed)
+    mine = [r for r in runs if r["model"] == model]
+    gates = [regime_gate([active_latent_count(r) for r in mine if r["variant"] == "orig"], num_factors),
+             noise_gate(orig, noise, [active_latent_count(r) for r in mine if r["variant"] == "noise"])]
+    out["gates"] = gates
+    stopped = failed_gate(gates)
+    if stopped is not None:
+        out.update(stopped)
     mean_orig = float(sum(orig) / len(orig))
     delta = out["to_mod"]["delta"]
     out["relative_change"] = delta / abs(mean_orig) if mean_orig and math.isfinite(delta) else None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import shutil
 import time
 from pathlib import Path
 
@@ -20,16 +19,22 @@ import numpy as np
 from probe.errors import UserError
 from probe.report import figures as fig
 from probe.report import paper
+from probe.report.capture import capture_runs, encoded_by_run, mig_sample_settings, summarise_capture
+from probe.report.control import control_section
 from probe.report.document import Document
-from probe.report.inputs import (
-    ALIGNMENT_TARGETS, TIDY_COLUMNS, UNTRAINED_FRACTION, VARIANTS, alignment_value, group_stats, load_inputs,
-    mean_image_mse, metric_label, metric_value, model_order, present_metrics, resolve_path, seeded_values_by_group,
-    tidy_rows, untrained_runs, values_by_group, verdict_metrics,
+from probe.report.gates import (
+    ACTIVE_VARIANCE, CAPTURE_MEASURE, CAPTURE_THRESHOLD, GATE_RULE, failed_gate, noise_gate, regime_gate,
 )
-from probe.report.stats import ALPHA, MARGIN, compare, verdict, verdict_rule_text
+from probe.report.inputs import (
+    ALIGNMENT_TARGETS, TIDY_COLUMNS, UNTRAINED_FRACTION, VARIANTS, active_latent_count, alignment_value, group_stats,
+    load_inputs, mean_image_mse, metric_label, metric_value, model_order, present_metrics, resolve_path,
+    seeded_values_by_group, tidy_rows, untrained_runs, values_by_group, verdict_metrics,
+)
+from probe.report.stats import ALPHA, MARGIN, compare, holm_adjust, verdict, verdict_rule_text, welch_t_test
 from probe.report.why import linear_pca_judgement, status_cell, why_section
 
 REPORT_FILES = ("report.md", "report.html")
+SMOKE_FIGURE_LABEL = "smoke — not results"
 
 
 def _fmt(x, digits: int = 2) -> str:
@@ -44,6 +49,13 @@ def _fmt_p(p) -> str:
     return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
 
 
+def _run_name(run_dir) -> str:
+    """A run's identity for tables: its folder, or the job folder around it when the folder is the pipeline's
+    generic ``run`` (``WORKDIR/<stage>/<digest>/<job>/run``)."""
+    path = Path(str(run_dir or ""))
+    return path.parent.name if path.name == "run" and path.parent.name else path.name
+
+
 def _cell(vals) -> str:
     if not vals:
         return "—"
@@ -52,12 +64,12 @@ def _cell(vals) -> str:
     return f"{np.mean(vals):.2f} ± {np.std(vals, ddof=1):.2f}"
 
 
-def _change(c: dict | None) -> str:
+def _change(c: dict | None, with_p: bool = True) -> str:
     if c is None:
         return "no runs"
     lo, hi = c["ci"]
     ci = "" if math.isnan(lo) else f" [{lo:+.2f}, {hi:+.2f}]"
-    return f"{c['delta']:+.2f}{ci}, p={_fmt_p(c['p'])}"
+    return f"{c['delta']:+.2f}{ci}" + (f", p={_fmt_p(c['p'])}" if with_p else "")
 
 
 def _check_out_dir(out_dir: Path) -> None:
@@ -92,7 +104,10 @@ def make_report(workdir, out_dir=None, *, primary_metric: str = "mig", load_runs
         (tmp / "figures").mkdir()
         builder = _Builder(all_inputs, tmp, primary_metric=primary_metric, load_runs=load_runs,
                            nmi_samples=nmi_samples, seed=seed)
-        doc = builder.build()
+        # a smoke run's figures must not pass for results when one is looked at alone (issue 23)
+        smoke = any(i.get("preset") == "smoke" for i in all_inputs)
+        with fig.figure_label(SMOKE_FIGURE_LABEL if smoke else None):
+            doc = builder.build()
         (tmp / "report.md").write_text(doc.to_markdown(tmp))
         (tmp / "report.html").write_text(doc.to_html())
         (tmp / "summary.json").write_text(json.dumps(builder.summary, indent=2, default=str) + "\n")
@@ -148,7 +163,11 @@ class _Builder:
                  "(**orig**), on data with the learned adversarial manipulation m(w) (**mod**, Zietlow et al. 2021 "
                  "§4.4) and on data with uniform noise of the same magnitude (**noise**, §5.2). A method that relies "
                  "on the local variance structure loses disentanglement on mod but not on noise.")
+        self.capture = {self._label(i): self._factor_capture(i) for i in self.all_inputs}
         self._verdicts(doc)
+        self._control(doc)
+        self._gates_table(doc)
+        self._capture_section(doc)
         self._tables(doc)
         self._statistics(doc)
         self._bar_charts(doc)
@@ -163,6 +182,16 @@ class _Builder:
             why_section(self, doc, inputs)
         self._provenance(doc)
         return doc
+
+    def _control(self, doc: Document):
+        """The positive control's L1/L2/L3 section (probe.report.control) for inputs of the control pipeline."""
+        for inputs, entry in zip(self.all_inputs, self.summary["datasets"]):
+            if not inputs.get("control"):
+                continue
+            labels = {model: v.get("label") for model, v in entry["models"].items()}
+            self.summary.setdefault("control", {})[self._label(inputs)] = control_section(
+                doc, inputs, primary=self.primary, verdict_labels=labels, figure_path=self._figure, seed=self.seed,
+                smoke=inputs.get("preset") == "smoke")
 
     # -- verdicts -----------------------------------------------------------------------------------
     def _not_results_banner(self, doc: Document):
@@ -191,42 +220,197 @@ class _Builder:
         return None
 
     def _verdicts(self, doc: Document):
+        """Per model: withheld (smoke, too short), did not train, a failed validity gate (``probe.report.gates``) or
+        the verdict rule, in that order. The Holm family is the models that reach the rule, over all datasets."""
         label = metric_label(self.primary)
         doc.heading("Verdicts")
-        doc.para(verdict_rule_text() + f" Primary metric: **{label}**. A model gets **did not train** instead when "
-                 f"any of its orig or mod runs reconstructs no better than {UNTRAINED_FRACTION:.0%} of the mean image's "
-                 "MSE on that variant's store (its score changes would compare training failures).")
-        rows = []
+        doc.para(verdict_rule_text() + f" Primary metric: **{label}**. " + GATE_RULE + " A model gets **did not "
+                 f"train** instead when any of its orig or mod runs reconstructs no better than {UNTRAINED_FRACTION:.0%} "
+                 "of the mean image's MSE on that variant's store (its score changes would compare training failures).")
+        models = []  # one dict per model and dataset, the verdict filled in below
         for inputs in self.all_inputs:
             runs = inputs["runs"]
             groups = values_by_group(runs, self.primary)
             untrained = self._untrained(inputs)
+            num_factors = self._num_factors(inputs)
             entry = {"dataset": self._label(inputs), "primary_metric": self.primary, "models": {}}
+            self.summary["datasets"].append(entry)
             for model in model_order(runs):
                 orig, mod, noise = (groups.get((model, v), []) for v in VARIANTS)
                 if not orig or not mod:
                     missing = [v for v, vals in (("orig", orig), ("mod", mod)) if not vals]
-                    rows.append([self._label(inputs), model, "—", "—", f"no {label} for {', '.join(missing)}"])
-                    entry["models"][model] = {"label": "no data", "missing": missing}
+                    entry["models"][model] = {"label": "no data", "outcome": "no-data", "missing": missing}
+                    models.append({"inputs": inputs, "model": model, "missing": f"no {label} for {', '.join(missing)}"})
                     continue
-                v = verdict(orig, mod, noise or None, seed=self.seed)
+                noise_active = [a for _, a in self._active_by_variant(inputs, model).get("noise", [])]
+                gates = [self._regime_gate(inputs, model, num_factors), noise_gate(orig, noise, noise_active)]
                 bad = [u for u in untrained if u["model"] == model and u["variant"] in ("orig", "mod")]
                 withheld = self._withheld(inputs, model)
                 if withheld:
-                    v = {**v, "label": "withheld", "reason": withheld}
+                    override = {"label": "withheld", "outcome": "withheld", "reason": withheld}
                 elif bad:
                     where = ", ".join(f"{u['variant']} seed {u['seed']} ({u['mse']:.3f} vs {u['baseline']:.3f})" for u in bad)
-                    v = {**v, "label": "did not train", "untrained": bad,
-                         "reason": f"reconstruction MSE no better than the mean image's in {where}"}
-                rows.append([self._label(inputs), model, _change(v["to_mod"]), _change(v["to_noise"]),
-                             f"**{v['label']}** ({v['reason']})"])
-                entry["models"][model] = v
-            self.summary["datasets"].append(entry)
+                    override = {"label": "did not train", "outcome": "did-not-train", "untrained": bad,
+                                "reason": f"reconstruction MSE no better than the mean image's in {where}"}
+                else:
+                    override = failed_gate(gates)  # None: the model reaches the verdict rule
+                models.append({"inputs": inputs, "entry": entry, "model": model, "orig": orig, "mod": mod,
+                               "noise": noise, "override": override, "gates": gates,
+                               "p": welch_t_test(orig, mod)["p"]})
+        # the Holm family: the models that reach the rule with a p (at least 2 seeds in both groups)
+        family = [m for m in models if "missing" not in m and m["override"] is None and math.isfinite(m["p"])]
+        for m, p_holm in zip(family, holm_adjust([m["p"] for m in family])):
+            m["p_holm"] = p_holm
+        rows = []
+        for m in models:
+            if "missing" in m:
+                rows.append([self._label(m["inputs"]), m["model"]] + ["—"] * 6 + [m["missing"]])
+                continue
+            tested = "p_holm" in m
+            v = verdict(m["orig"], m["mod"], m["noise"] or None, p_adjusted=m.get("p_holm"),
+                        family_size=len(family) if tested else 0, seed=self.seed)
+            if not tested:
+                v["p_holm"] = None  # outside the family: its p is shown, not used
+            v = {**v, **(m["override"] or {}), "gates": {g["gate"]: g for g in m["gates"]}}
+            holm = f"{_fmt_p(v['p_holm'])} (m={v['family_size']})" if v["p_holm"] is not None else "— (not tested)"
+            rows.append([self._label(m["inputs"]), m["model"], _change(v["to_mod"], with_p=False), _fmt_p(v["p"]), holm,
+                         _fmt(v["hedges_g"]), _fmt(v["detectable_drop"], 3), _change(v["to_noise"]),
+                         f"**{v['label']}** ({v['reason']})"])
+            m["entry"]["models"][m["model"]] = v
         if rows:
-            doc.table(["dataset", "model", f"Δ {label} orig→mod [95% CI], p", f"Δ {label} orig→noise [95% CI], p",
-                       "verdict"], rows)
+            doc.table(["dataset", "model", f"Δ {label} orig→mod [95% CI]", "Welch p", "p_Holm (m)", "Hedges' g",
+                       "smallest detectable drop", f"Δ {label} orig→noise [95% CI], p", "verdict"], rows)
+            doc.para("Welch p: the primary test (two-sided Welch t-test of orig vs mod on "
+                     f"{label}); p_Holm: adjusted over the m models that reach the rule (models withheld, untrained or "
+                     "stopped by a gate are not tested). Hedges' g < 0: mod below orig, in pooled SDs. Smallest "
+                     "detectable drop: a true drop of this size would be found with probability 0.8 at these seeds "
+                     "(formula in the rule above); smaller drops are likely missed.")
         else:
             doc.para("The inputs hold no retrained runs, so there is nothing to compare.")
+
+    def _active_by_variant(self, inputs, model: str) -> dict:
+        """{variant: [(seed, active latents) in seed order]}; the count is None where the run has none."""
+        out: dict = {}
+        for run in sorted(inputs["runs"], key=lambda r: r.get("seed") or 0):
+            if run["model"] == model:
+                out.setdefault(run["variant"], []).append((run.get("seed"), active_latent_count(run)))
+        return out
+
+    def _regime_gate(self, inputs, model: str, num_factors: int | None) -> dict:
+        """The regime gate by active latents; for a model without a posterior variance, by the factors its orig
+        runs encode (``capture``) when the report could encode them."""
+        active = [a for _, a in self._active_by_variant(inputs, model).get("orig", [])]
+        if any(a is not None for a in active):
+            return regime_gate(active, num_factors)
+        encoded = encoded_by_run(self.capture.get(self._label(inputs)), model)
+        if encoded:
+            return regime_gate(encoded, num_factors, measure=CAPTURE_MEASURE)
+        why = ("its runs were not encoded: report built with run loading disabled" if not self.load_runs
+               else "its orig runs could not be encoded")
+        return regime_gate([], num_factors, missing=f"no posterior variance, and {why}")
+
+    # -- validity: active latents per run, per-factor capture ----------------------------------------------
+    def _gates_table(self, doc: Document):
+        """Active latents of every retrained run (model × variant, per seed) beside the two gates' outcomes."""
+        doc.heading("Validity gates: active latents and the noise control")
+        doc.para(f"Active latents per retrained run (E[σ²] < {ACTIVE_VARIANCE}: the `active_units` metric on the "
+                 "run's own store), in seed order, and the outcome of the two gates the verdicts above went through. "
+                 "Models without a posterior variance have no active-latent count; their regime gate counts the "
+                 f"{CAPTURE_MEASURE} (next section) when their runs could be encoded.")
+        rows, numbers = [], {}
+        for inputs, entry in zip(self.all_inputs, self.summary["datasets"]):
+            name = self._label(inputs)
+            n = self._num_factors(inputs)
+            capture = self.capture.get(name) or {}
+            for model in model_order(inputs["runs"]):
+                active = self._active_by_variant(inputs, model)
+                numbers.setdefault(name, {})[model] = {
+                    v: {"seeds": [seed for seed, _ in pairs], "values": [a for _, a in pairs]}
+                    for v, pairs in active.items()}
+                cells = []
+                for variant in VARIANTS:
+                    values = [a for _, a in active.get(variant, [])]
+                    if not values:
+                        cells.append("—")
+                    elif all(a is None for a in values):
+                        cells.append("— (no posterior variance)")
+                    else:
+                        cells.append(", ".join("?" if a is None else str(a) for a in values))
+                encoded = encoded_by_run(capture, model)
+                gates = (entry["models"].get(model) or {}).get("gates") or {}
+                rows.append([name, model, f"{n if n is not None else '?'}", *cells,
+                             ", ".join(map(str, encoded)) or "—",
+                             *(_gate_cell(gates.get(g)) for g in ("regime", "noise_control"))])
+        self.summary["active_latents"] = numbers
+        if rows:
+            doc.table(["dataset", "model", "factors", "active latents orig (per seed)", "mod", "noise",
+                       f"orig factors encoded (best normalised MI ≥ {CAPTURE_THRESHOLD}), per seed", "regime gate",
+                       "noise-control gate"], rows)
+
+    def _factor_capture(self, inputs) -> dict:
+        """``capture.capture_runs`` of one workdir, or {"unavailable": why}."""
+        if not self.load_runs:
+            return {"unavailable": "the report was built with run loading disabled (`--no-load-runs`)"}
+        if not inputs["runs"]:
+            return {"unavailable": "the inputs hold no retrained runs"}
+        return capture_runs(inputs, mig_sample_settings(inputs))
+
+    def _capture_section(self, doc: Document):
+        doc.heading("Which factors each run encodes (per-factor MIG gap)")
+        doc.para("For each factor w_k: gap = (largest − second-largest I(z_j; w_k)) / H(w_k), the term MIG averages "
+                 "over factors, and the latent z_j with the largest MI. A factor is counted as encoded by a seed when "
+                 f"its gap is ≥ {CAPTURE_THRESHOLD} (one latent holds it clearly more than any other). Codes are the "
+                 "posterior means of MIG's own sample: the factor rows the evaluation drew (its seed and num_train, "
+                 "recorded in the pipeline config), 20-bin histograms, each run on the store it was trained on.")
+        summary = {}
+        for inputs in self.all_inputs:
+            name = self._label(inputs)
+            capture = self.capture.get(name) or {}
+            doc.heading(name, 3)
+            if "unavailable" in capture:
+                doc.para(f"Not computed: {capture['unavailable']}.")
+                continue
+            entries = capture["runs"]
+            failed = [e for e in entries if "error" in e]
+            good = [e for e in entries if "error" not in e]
+            sample = capture["sample"]
+            sample_text = (f"sample: {sample['num_train']} factor rows, seed {sample['seed']}, "
+                           f"{sample['num_bins']} bins" + ("" if sample["recorded"] else
+                                                           " (the metric defaults: the inputs record no evaluation "
+                                                           "settings)"))
+            if failed:
+                doc.para(f"{len(failed)} of {len(entries)} runs could not be encoded, so they are missing below "
+                         f"(first: {_run_name(failed[0]['run_dir'])}: {failed[0]['error']}).")
+            summary[name] = {"sample": sample, "threshold": CAPTURE_THRESHOLD, "factor_names": capture["factor_names"],
+                             "runs": entries}
+            if not good:
+                continue
+            names = capture["factor_names"] or [f"factor {k}" for k in range(len(good[0]["gap"]))]
+            checked = [abs(e["mig"] - e["mig_recorded"]) for e in good if e.get("mig_recorded") is not None]
+            if checked:
+                within = "exactly" if max(checked) == 0 else f"to within {max(checked):.1g}"
+                check = f"; the mean of the gaps reproduces the recorded MIG {within} over {len(checked)} runs"
+            else:
+                check = ""
+            doc.para(f"{sample_text}{check}; encoded on {capture['device']} in {capture['wall_time_s']:.0f} s. "
+                     f"Cells: mean gap over seeds (seeds with gap ≥ {CAPTURE_THRESHOLD} / runs).")
+            groups = summarise_capture(good)
+            order = model_order(inputs["runs"])
+            rows = []
+            for (model, variant), g in sorted(groups.items(),
+                                              key=lambda kv: (order.index(kv[0][0]), VARIANTS.index(kv[0][1]))):
+                rows.append([model, variant] + [f"{_fmt(m)} ({c}/{g['n']})" if m is not None else "—"
+                                                for m, c in zip(g["mean_gap"], g["encoding"])])
+            doc.table(["model", "variant"] + list(names), rows)
+            summary[name]["groups"] = {f"{m}/{v}": g for (m, v), g in groups.items()}
+            doc.para("Per run: each factor's gap and (latent) carrying it.")
+            doc.table(["model", "variant", "seed", "MIG recorded / recomputed", "active latents"] + list(names),
+                      [[e["model"], e["variant"], e.get("seed"),
+                        f"{_fmt(e.get('mig_recorded'), 3)} / {_fmt(e['mig'], 3)}",
+                        "—" if e.get("active") is None else e["active"]]
+                       + [f"{_fmt(gap)} (z{z})" if gap is not None else "—" for gap, z in zip(e["gap"], e["latent"])]
+                       for e in good])
+        self.summary["factor_capture"] = summary
 
     def _untrained(self, inputs) -> list[dict]:
         """Orig and mod runs that did not learn to reconstruct (``inputs.untrained_runs``); the mean-image MSE
@@ -323,6 +507,8 @@ class _Builder:
             path = fig.seed_dots(groups, model_order(inputs["runs"]), self._figure(f"table1_{name}.png"), label,
                                  title=f"{label} on {name}", reference=reference, reference_label="Zietlow et al. 2021")
             caption = f"{label} on {name}: dots are seeds, black bars the mean over seeds."
+            if inputs.get("preset") == "smoke":
+                caption = "Smoke run, not results. " + caption
             if reference:
                 caption += " Hollow markers: the paper's Table 1 (mean ± std over 10 seeds)."
                 doc.para(f"**Not like for like:** the paper's values ({paper.CITATION}) were measured on the "
@@ -385,16 +571,23 @@ class _Builder:
 
     # -- Fig. 5 ---------------------------------------------------------------------------------------
     def _num_factors(self, inputs) -> int | None:
+        """Factors with more than one value in the orig store (dSprites' single colour is no factor a code can
+        encode); from the store, else from the recorded store config; None when neither says."""
         store = (inputs.get("stores") or {}).get("orig") or {}
         path = resolve_path(inputs, store.get("path"))
+        sizes = None
         if path is not None and path.exists():
             try:
                 from probe.data import open_store
 
-                return open_store(path).num_factors
-            except Exception:  # an unreadable store only costs the over-pruning filter
+                sizes = open_store(path).factor_sizes
+            except Exception:  # an unreadable store only costs the gates and the over-pruning filter
                 pass
-        n = (inputs.get("provenance") or {}).get("config", {}).get("num_factors")
+        config = (inputs.get("provenance") or {}).get("config") or {}
+        sizes = sizes if sizes is not None else (config.get("store") or {}).get("factor_sizes")
+        if sizes is not None:
+            return sum(1 for size in sizes if int(size) > 1)
+        n = config.get("num_factors")
         return int(n) if n is not None else None
 
     def _robustness(self, doc: Document):
@@ -419,7 +612,7 @@ class _Builder:
                 value = metric_value(run.get("metrics"), self.primary)
                 if value is None:
                     continue
-                active = (run.get("metrics") or {}).get("active_units", {}).get("active_units")
+                active = active_latent_count(run)
                 if k is not None and active is not None and active < k:
                     c["dropped"] += 1
                     continue
@@ -514,7 +707,7 @@ class _Builder:
             doc.para("No restarts in the inputs: the selection stage did not run, so there are no NMI heatmaps or "
                      "traversals.")
             return
-        rows = [[Path(str(r.get("run_dir", ""))).name, r.get("seed"), _fmt(r.get("mig"), 3), r.get("selected") or ""]
+        rows = [[_run_name(r.get("run_dir")), r.get("seed"), _fmt(r.get("mig"), 3), r.get("selected") or ""]
                 for r in sorted(restarts, key=lambda r: (r.get("mig") is None, r.get("mig") or 0))]
         doc.table(["run", "seed", "MIG", "selected"], rows)
         selected = [r for r in restarts if r.get("selected") in ("entangled", "disentangled")]
@@ -554,7 +747,7 @@ class _Builder:
             model, _ = load_model(run_dir)
             sample = encode_sample(model, store, self.nmi_samples, seed=self.seed)
             nmi = normalized_mutual_information(sample["codes"], sample["factors"])
-            title = f"{r['selected']}: {run_dir.name} (MIG {_fmt(r.get('mig'), 3)})"
+            title = f"{r['selected']}: {_run_name(run_dir)} (MIG {_fmt(r.get('mig'), 3)})"
             panels.append({"title": title, "nmi": nmi})
             order = active_latents(sample["variances"], sample["codes"].shape[1], threshold=math.inf)
             dims = (int(order[0]), int(order[1])) if len(order) > 1 else (0, min(1, sample["codes"].shape[1] - 1))
@@ -599,8 +792,7 @@ class _Builder:
             self.summary.setdefault("manipulation", {})[name] = {"coverage": coverage}
         fig4 = resolve_path(inputs, man.get("figure4"))
         if fig4 is not None and fig4.exists():
-            target = self._figure(f"figure4_{name}.png")
-            shutil.copyfile(fig4, target)
+            target = fig.copy_image(fig4, self._figure(f"figure4_{name}.png"))
             doc.image(target, "Original images, additive manipulations and altered images (Fig. 4).")
         else:
             doc.para("The perturb stage's Fig. 4 image triplets are not available.")
@@ -651,17 +843,20 @@ class _Builder:
         if not res:
             doc.para("No linear-PCA result in the inputs (stage not run).")
             return
+        # a smoke run's check is as short as its training: its pass/fail is withheld like the verdicts
+        withheld = "smoke run" if inputs.get("preset") == "smoke" else None
         rows = []
         if res.get("kind") == "synthetic":
             for c in res.get("cases", []):
-                rows.append(_pca_row(f"synthetic D={c['data_dim']} d={c['num_latent']} noise={c['noise']}", c))
+                name = f"synthetic D={c['data_dim']} d={c['num_latent']} noise={c['noise']}"
+                rows.append(_pca_row(name, c, withheld))
         elif res.get("kind") == "store":
             s = res.get("settings", {})
             rows.append(_pca_row(f"{(res.get('store') or {}).get('name')} images → {s.get('project_dims')} PCA dims, "
-                                 f"d={s.get('num_latent')}", res["linear_vae"]))
+                                 f"d={s.get('num_latent')}", res["linear_vae"], withheld))
         if rows:
             doc.table(["case", "subspace mean cos²", "alignment mean |cos|", "σ-order", "V signed-perm error", "pass"], rows)
-        linear_pca_judgement(doc, res)
+        linear_pca_judgement(doc, res, withheld=withheld)
         for t in res.get("theorem1", []) or []:
             doc.bullets([f"Theorem 1 (dim {t['dim']}): objective − closed-form minimum {t['objective_gap']:.1e}, "
                          f"V signed-permutation error {t['v_signed_permutation']['max_abs_error']:.1e}, "
@@ -733,6 +928,14 @@ def retrain_steps(inputs: dict) -> dict:
     return {m: (per_model.get(m) or {}).get("steps", steps) for m in model_order(inputs["runs"])}
 
 
+def _gate_cell(gate: dict | None) -> str:
+    """A gate's outcome in the gates table: passed / **failed** / not checked, with its reason."""
+    if gate is None:
+        return "—"
+    status = "**failed**" if gate["status"] == "failed" else gate["status"]
+    return f"{status}: {gate['reason']}"
+
+
 def _stats_cell(stats: dict) -> str:
     if not stats["n"]:
         return "—"
@@ -783,7 +986,7 @@ def _coverage_line(coverage: dict) -> str:
     return ("; ".join(parts) + ".") if parts else "The manipulation's coverage record holds no known keys."
 
 
-def _pca_row(name: str, c: dict) -> list[str]:
+def _pca_row(name: str, c: dict, withheld: str | None = None) -> list[str]:
     return [name, f"{c['subspace']['mean_cos2']:.4f}", f"{c['alignment_mean_abs_cos']:.4f}",
             "ok" if c["sigma_order"]["correct"] else "wrong", f"{c['v_signed_permutation']['max_abs_error']:.1e}",
-            status_cell(c)]
+            f"withheld ({withheld})" if withheld else status_cell(c)]

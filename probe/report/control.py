@@ -161,9 +161,12 @@ def _level2(doc, inputs, runs, primary, label, orig, noise, verdict_labels) -> d
     check("β-VAE moves towards E (alignment: |corr| to D − |corr| to E falls orig → mod)",
           "—" if a_o is None or a_m is None else f"{a_o:+.3f} → {a_m:+.3f}",
           None if a_o is None or a_m is None else a_m < a_o)
+    gated = []
     for model in NON_VARIATIONAL:
         lab = verdict_labels.get(model)
         check(f"{model} does not read \"{RELIES}\"", lab or "not trained", None if lab is None else lab != RELIES)
+        if lab and lab != RELIES and not lab.startswith(("no drop", "inconclusive")):
+            gated.append(f"{model} ({lab})")
     doc.table(["criterion", "measured", "holds"],
               [[c["check"], c["value"], "—" if c["holds"] is None else ("yes" if c["holds"] else "**no**")]
                for c in checks])
@@ -177,6 +180,9 @@ def _level2(doc, inputs, runs, primary, label, orig, noise, verdict_labels) -> d
              f"{_fmt(gap.get('before'), 2)} before → {_fmt(gap.get('after'), 2)} after training m; m's RMS change per "
              f"one-class step of each factor: {factor_text or 'not recorded'}. The global-variance change of the data "
              "(top eigenvalues, subspace overlap, orig vs mod) is in the \"why\" section.")
+    if gated:
+        doc.para("Read with care: " + ", ".join(gated) + " do not read \"relies\" because the verdict was not given "
+                 "(a validity gate or a training check stopped it), not because they were shown to be unaffected by m.")
     decided = [c for c in checks if c["holds"] is not None]
     status = ("not run" if not decided else "holds" if all(c["holds"] for c in decided) and len(decided) == len(checks)
               else "fails" if any(not c["holds"] for c in decided) else "incomplete")

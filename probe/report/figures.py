@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +15,24 @@ from probe.pipeline.variants import VARIANTS
 
 VARIANT_COLORS = {"orig": "#4477aa", "mod": "#ee6677", "noise": "#999933"}
 VARIANT_LABELS = {"orig": "original", "mod": "modified", "noise": "noise"}
+# orig and mod runs of one seed log nearly the same losses (the data differ by ε·m), and a short log has 2 points:
+# each variant gets its own line style and marker, mod's small filled squares drawn inside orig's hollow circles
+VARIANT_STYLES = {"orig": {"marker": "o", "ls": "-", "ms": 7, "mfc": "none"},
+                  "mod": {"marker": "s", "ls": "--", "ms": 3.5, "mfc": VARIANT_COLORS["mod"]},
+                  "noise": {"marker": "^", "ls": ":", "ms": 5, "mfc": "none"}}
+
+# the text stamped on every figure saved while it is set (``figure_label``); a smoke report's figures carry it
+_FIGURE_LABEL: contextvars.ContextVar[str | None] = contextvars.ContextVar("figure_label", default=None)
+
+
+@contextlib.contextmanager
+def figure_label(text: str | None):
+    """Stamp ``text`` across every figure saved inside the block (None: no stamp)."""
+    token = _FIGURE_LABEL.set(text)
+    try:
+        yield
+    finally:
+        _FIGURE_LABEL.reset(token)
 
 
 def _plt():
@@ -24,9 +45,28 @@ def _plt():
 
 
 def _save(fig, path: Path) -> Path:
+    label = _FIGURE_LABEL.get()
+    if label:
+        fig.text(0.5, 0.5, label, ha="center", va="center", rotation=20, fontsize=28, color="#cc0000", alpha=0.3,
+                 weight="bold", zorder=100)
+        fig.text(0.01, 0.99, label, ha="left", va="top", fontsize=10, color="#cc0000", weight="bold")
     fig.savefig(path, dpi=100, bbox_inches="tight")
     _plt().close(fig)
     return path
+
+
+def copy_image(source: Path, path: Path) -> Path:
+    """Copy a PNG made elsewhere (the perturb stage's Fig. 4) into the report; redrawn with the stamp when a
+    ``figure_label`` is set, byte for byte otherwise."""
+    if not _FIGURE_LABEL.get():
+        shutil.copyfile(source, path)
+        return path
+    plt = _plt()
+    image = plt.imread(source)
+    fig, ax = plt.subplots(figsize=(image.shape[1] / 100, image.shape[0] / 100))
+    ax.imshow(image)
+    ax.axis("off")
+    return _save(fig, path)
 
 
 def grouped_bars(panels: list[tuple[str, dict]], models: list[str], path: Path) -> Path:
@@ -158,9 +198,10 @@ def training_curves(curves: dict, path: Path, key: str = "loss") -> Path:
         ax.axis("off")
     for ax, model in zip(axes.ravel(), models):
         seen = set()
-        for variant, steps, values in curves[model]:
+        for variant, steps, values in sorted(curves[model], key=lambda c: VARIANTS.index(c[0])):
             ax.plot(steps, values, color=VARIANT_COLORS[variant], lw=0.9, alpha=0.8,
-                    label=VARIANT_LABELS[variant] if variant not in seen else None)
+                    markevery=max(1, len(steps) // 10), label=VARIANT_LABELS[variant] if variant not in seen else None,
+                    **VARIANT_STYLES[variant])
             seen.add(variant)
         ax.set_title(model, fontsize=9)
         ax.set_xlabel("step")

@@ -40,6 +40,13 @@ def metric_value(metrics: dict | None, key: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def active_latent_count(run: dict) -> int | None:
+    """The run's active latents (``active_units`` metric: E[σ²] < 0.8), or None for a model without a posterior
+    variance (the metric is skipped) or an older run without it."""
+    value = ((run.get("metrics") or {}).get("active_units") or {}).get("active_units")
+    return int(value) if value is not None else None
+
+
 def load_inputs(workdir) -> dict:
     """Read and check ``report_inputs.json``; UserError with one message if missing or malformed.
     Optional sections are normalised (``robustness`` -> [], ``restarts`` -> [], ...)."""

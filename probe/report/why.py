@@ -22,8 +22,9 @@ def status_cell(check: dict) -> str:
     return STATUS.get(status, "yes" if check.get("passed") else "no")
 
 
-def linear_pca_judgement(doc, res: dict) -> None:
-    """Spectrum blocks and the reasons of the verdict, for a store result (``verify_store``)."""
+def linear_pca_judgement(doc, res: dict, withheld: str | None = None) -> None:
+    """Spectrum blocks and the reasons of the verdict, for a store result (``verify_store``). ``withheld``: why
+    the verdict and its reasons are not printed (a smoke run); the blocks are."""
     if not res or res.get("kind") != "store":
         return
     check = res.get("linear_vae") or {}
@@ -45,9 +46,12 @@ def linear_pca_judgement(doc, res: dict) -> None:
              "(mean |cos| of its columns to the span) instead of single eigenvectors.")
     doc.table(["components", "eigenvalues", "λ_last/λ_first", "block", "latents", "mean |cos| to block"], rows)
     fit = check.get("fit") or {}
-    items = [f"verdict: **{judgement['status']}**" + (f" (fit: {fit.get('evaluations')} objective evaluations, "
-                                                    f"loss {fit.get('loss'):.6g})" if fit.get("loss") is not None else "")]
-    items += judgement.get("reasons") or []
+    fitted = (f" (fit: {fit.get('evaluations')} objective evaluations, loss {fit.get('loss'):.6g})"
+              if fit.get("loss") is not None else "")
+    if withheld:
+        items = [f"verdict: **withheld** ({withheld}: the check's numbers are shown, its pass/fail is not)" + fitted]
+    else:
+        items = [f"verdict: **{judgement['status']}**" + fitted] + (judgement.get("reasons") or [])
     items.append(f"decoder columns: max |cos| between two columns {check['column_orthogonality']['max_abs_cos']:.3f} "
                  "(V's signed-permutation error is undefined when singular values are nearly equal; column "
                  "orthogonality is the invariant form of the same check)")
@@ -64,10 +68,14 @@ def why_section(builder, doc, inputs: dict) -> None:
                  "the report stage since the spectral-gap change).")
         return
     s = why.get("settings", {})
+    images = images_used(inputs, s.get("num_images"), why.get("global_pca") or {})
+    anchors = s.get("num_anchors")
+    if isinstance(images, int) and anchors is not None:
+        anchors = min(int(anchors), images)
     doc.para("Zietlow et al. (§3.3, Fig. 1) explain disentanglement by the decoder aligning with the *local* principal "
              "directions of the data (PCA of a small neighbourhood), not the global ones (PCA of all data, what a "
              "linear VAE does). For each run, at "
-             f"{s.get('num_anchors')} random anchor images of its own training store ({s.get('num_images')} images), "
+             f"{anchors} random anchor images of a sample of {images} images of its own training store, "
              f"the decoder's Jacobian columns (one per active latent) are matched to the top principal directions of "
              f"the anchor's {s.get('neighbours')} nearest images (local) and of all images (global); cells are the "
              "Hungarian-matched mean |cos| (1 = aligned; a random direction in image space scores ≈ 0). "
@@ -101,6 +109,26 @@ def why_section(builder, doc, inputs: dict) -> None:
                  f"block of orig's spectrum {g['block_match_mean']:.3f} (min {g['block_match_min']:.3f}), largest "
                  f"relative eigenvalue change {g['max_relative_eigenvalue_change']:.1%}. The paper expects the global "
                  "structure to stay (nearly) unchanged for a small ε: values near 1 and a small change say it did.")
+
+
+def images_used(inputs: dict, requested, global_pca: dict):
+    """How many images the "why" computation sampled: the requested number (``settings.num_images``) capped at
+    the orig store's size (mod is paired with it, the same size), as ``encode_sample`` and ``global_pca_change``
+    cap it. From the store when it can be read, else from the global-PCA record (which counts the images it
+    used), else "up to" the request."""
+    from probe.report.inputs import resolve_path
+
+    try:
+        from probe.data import open_store
+
+        size = len(open_store(resolve_path(inputs, ((inputs.get("stores") or {}).get("orig") or {}).get("path"))))
+    except Exception:  # noqa: BLE001 - no store: fall back on what the inputs recorded
+        size = None
+    if size is not None and requested is not None:
+        return min(int(requested), size)
+    if global_pca.get("num_images") is not None:
+        return int(global_pca["num_images"])
+    return f"up to {requested}"
 
 
 def _figure(points, path: Path, label: str) -> Path:

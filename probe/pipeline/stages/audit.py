@@ -18,7 +18,8 @@ def job_audit(ctx: JobContext, *, meta: dict, about: dict, metric: str, seed: in
     ref_runs = run_entries(inputs["retrain"], inputs["evaluate"], alignment=False)
     plugin_runs = run_entries(inputs["plugin-train"], inputs["plugin-evaluate"], alignment=False)
     models = [about["model_label"], *about["reference_models"]]
-    verdicts = {m: model_verdict(ref_runs + plugin_runs, m, metric, seed=seed) for m in models}
+    num_factors = sum(1 for size in inputs["store"]["factor_sizes"] if int(size) > 1)
+    verdicts = {m: model_verdict(ref_runs + plugin_runs, m, metric, seed=seed, num_factors=num_factors) for m in models}
     published = report_inputs(inputs, meta, pipeline=AUDIT_PIPELINE, runs=plugin_runs + ref_runs,
                               extra_provenance={"reference_config": about["reference_config"],
                                                 "plugin_settings": about["plugin_settings"]})
