@@ -395,7 +395,8 @@ def global_pca_change(store_a, store_b, *, k: int = 12, num_images: int = 2000, 
     aligned = block_alignment(db, da, blocks["blocks"])
     return {"stores": [str(a.path), str(b.path)], "num_images": int(len(idx)), "k": k, "degenerate_ratio": ratio,
             "eigenvalues_a": va[:k].tolist(), "eigenvalues_b": vb.tolist(),
-            "max_relative_eigenvalue_change": float(np.max(np.abs(vb - va[:k]) / va[:k])),
+            # over orig's numerical rank: a low-rank store's zero eigenvalues would divide by zero
+            "max_relative_eigenvalue_change": float(np.max((np.abs(vb - va[:k]) / va[:k])[va[:k] > 1e-6 * va[0]])),
             "mean_sq_pixel_difference": float(((fa - fb) ** 2).mean()),
             "subspace_mean_cos2": subspace_match(da[:, :k], db)["mean_cos2"],
             "direction_match_mean_abs_cos": match_columns(db, da[:, :k])["mean_abs_cos"],

@@ -104,11 +104,39 @@ def why_section(builder, doc, inputs: dict) -> None:
     if "error" in g:
         doc.para(f"Global PCA orig → mod: not computed ({g['error']}).")
     elif g:
+        spectrum = global_spectrum(g)
         doc.para(f"Global PCA orig → mod (top {g['k']} directions, {g['num_images']} paired images): subspace mean cos² "
                  f"{g['subspace_mean_cos2']:.4f}, mean |cos| per direction {g['direction_match_mean_abs_cos']:.3f}, per "
-                 f"block of orig's spectrum {g['block_match_mean']:.3f} (min {g['block_match_min']:.3f}), largest "
-                 f"relative eigenvalue change {g['max_relative_eigenvalue_change']:.1%}. The paper expects the global "
-                 "structure to stay (nearly) unchanged for a small ε: values near 1 and a small change say it did.")
+                 f"block of orig's spectrum {g['block_match_mean']:.3f} (min {g['block_match_min']:.3f}); "
+                 + spectrum + " The paper expects the global structure to stay (nearly) unchanged for a small ε: "
+                 "values near 1 and a small change say it did.")
+
+
+# orig eigenvalues below this fraction of the largest are the numerical zero of a low-rank store (the control's
+# images span 2 dimensions): a relative change against them, or a match of their directions, means nothing
+RANK_TOLERANCE = 1e-6
+
+
+def global_spectrum(g: dict) -> str:
+    """The top eigenvalues orig → mod and the largest relative change over orig's numerical rank."""
+    a = [float(v) for v in g.get("eigenvalues_a") or []]
+    b = [float(v) for v in g.get("eigenvalues_b") or []]
+    if not a or not b:
+        return f"largest relative eigenvalue change {g.get('max_relative_eigenvalue_change', float('nan')):.1%}."
+    rank = sum(1 for v in a if v > RANK_TOLERANCE * a[0])
+    shown = max(rank, 1) if rank < len(a) else min(len(a), 4)
+    pairs = ", ".join(f"{x:.3g} → {y:.3g}" for x, y in zip(a[:shown], b[:shown]))
+    change = max(abs(y - x) / x for x, y in zip(a[:rank], b[:rank])) if rank else float("nan")
+    text = f"top eigenvalues {pairs}; largest relative change {change:.1%} over the orig spectrum's top {rank}."
+    top_blocks = [bl for bl in g.get("blocks_a") or [] if bl.get("start", rank) < rank and bl.get("mean_score") is not None]
+    if top_blocks:
+        text += (" mod's directions match orig's top block(s) at |cos| "
+                 + ", ".join(f"{bl['mean_score']:.3f}" for bl in top_blocks) + " (1 = unchanged).")
+    if rank < len(a):
+        text += (f" The orig images span {rank} dimension(s) (the other eigenvalues are < {RANK_TOLERANCE:g} of the "
+                 f"largest), so the matches above include {len(a) - rank} direction(s) that are numerical noise in orig; "
+                 f"mod adds variance {sum(b[rank:]):.3g} outside orig's span.")
+    return text
 
 
 def images_used(inputs: dict, requested, global_pca: dict):
