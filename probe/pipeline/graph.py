@@ -68,21 +68,10 @@ def validate_control(config: dict, *, deep: bool = True) -> None:
     rotated.check(config)
 
 
-CONTROL = Graph((
-    store.stage,
-    restarts.stage,
-    select.stage,
-    manipulate.stage,
-    apply.stage,
-    noise.stage,
-    rotated.stage,
-    dose.stage,
-    retrain.stage,
-    evaluate.stage,
-    robustness.stage,
-    linear_pca.stage,
-    report.stage,
-), validate_control)
+# the modify graph with the control's L1 and L3 stores made before the training stages read them
+_BEFORE_RETRAIN = MODIFY.builders.index(retrain.stage)
+CONTROL = Graph(MODIFY.builders[:_BEFORE_RETRAIN] + (rotated.stage, dose.stage) + MODIFY.builders[_BEFORE_RETRAIN:],
+                validate_control)
 
 LINEAR_PCA = Graph((
     store.stage,
