@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-from probe.data import open_store
 from probe.data.synth import control, generate
 from probe.errors import UserError
 from probe.pipeline.variants import dose_scale, dose_variant, variant_stage, variant_stages

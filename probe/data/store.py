@@ -553,9 +553,6 @@ class Store:
             return block.reshape(*indices.shape, *self.image_shape)
         return block[inverse.reshape(indices.shape)]
 
-    def images_of(self, factors: np.ndarray) -> np.ndarray:
-        return self.read(self.index_of(factors))
-
     def load_numpy(self) -> np.ndarray:
         """The whole images array in memory (uint8 [N, H, W, C])."""
         if self._layout is None:

@@ -102,8 +102,3 @@ class CodeCache:
     def has(self, name: str) -> bool:
         return name in self.arrays
 
-    def ensure_all_for(self, factor_blocks: list[np.ndarray]) -> None:
-        """Encode, in one pass, every image any of these factor arrays refers to."""
-        idx = [np.asarray(self.index_fn(np.asarray(f).reshape(-1, np.asarray(f).shape[-1]))) for f in factor_blocks]
-        if idx:
-            self.ensure(np.concatenate([i.reshape(-1) for i in idx]))

@@ -119,10 +119,6 @@ def gaussian_kl(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     return (0.5 * (mean.pow(2) + logvar.exp() - logvar - 1).sum(1)).mean()
 
 
-def gaussian_kl_per_latent(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
-    return (0.5 * (mean.pow(2) + logvar.exp() - logvar - 1)).mean(0)
-
-
 def reparameterise(mean: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     return mean + torch.exp(0.5 * logvar) * normal_like(mean)
 

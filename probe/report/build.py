@@ -153,7 +153,6 @@ class _Builder:
 
     # -- document ---------------------------------------------------------------------------------
     def build(self) -> Document:
-        first = self.all_inputs[0]
         names = ", ".join(sorted({str(i.get("pipeline") or "?") for i in self.all_inputs}))
         presets = ", ".join(sorted({str(i.get("preset") or "?") for i in self.all_inputs}))
         datasets = ", ".join(self._label(i) for i in self.all_inputs)

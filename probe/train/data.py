@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from probe.errors import UserError
 from probe.models.base import Batch
 
 
@@ -48,8 +47,3 @@ class ResidentData:
             batch.x_next = self.to_float(self.images[next_index])
         return batch
 
-
-def require_grid(store, model_name: str) -> None:
-    if store.grid != "C":
-        raise UserError(f"model {model_name!r} needs pairs of factor states, which requires a store holding the "
-                        f"complete factor grid in C order; {store.path} has grid={store.grid!r}")
