@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 
 from probe.cli import main as probe_main
-from probe.pipeline.audit import REFERENCE_STAGES, plugin_slug
+from probe.pipeline.audit import REFERENCE_STAGES as REFERENCE_MODULES
+from probe.pipeline.audit import plugin_slug
+
+REFERENCE_STAGES = [m.NAME for m in REFERENCE_MODULES]
 from probe.pipeline.engine import stage_digests
 from probe.pipeline.workdir import STAGE_FILE, final_dir
 from conftest import run_probe

@@ -8,7 +8,9 @@ import torch
 
 from probe.data.synth import control, generate
 from probe.errors import UserError
-from probe.pipeline.variants import dose_scale, dose_variant, variant_stage, variant_stages
+from probe.pipeline.stages import apply, dose, noise, rotated, store
+from probe.pipeline.stages.stores import variant_stage, variant_stages
+from probe.pipeline.variants import dose_scale, dose_variant
 
 
 # -- the dataset ------------------------------------------------------------------------------------------
@@ -89,9 +91,9 @@ def test_the_partner_encodes_the_rotated_code_and_decodes_it_like_the_source():
 def test_dose_variants_name_their_scale_and_stage():
     assert dose_variant(0.5) == "mod-x0.5" and dose_variant(2) == "mod-x2"
     assert dose_scale("mod-x0.5") == 0.5 and dose_scale("mod") is None and dose_scale("mod-xabc") is None
-    assert variant_stage("mod-x2") == "dose" and variant_stage("rotated") == "rotated" and variant_stage("mod") == "apply"
-    assert variant_stages(["orig", "mod", "noise"]) == ["store", "apply", "noise"]
-    assert variant_stages(["rotated", "mod-x0.5", "mod-x2"]) == ["store", "rotated", "dose"]
+    assert variant_stage("mod-x2") is dose and variant_stage("rotated") is rotated and variant_stage("mod") is apply
+    assert variant_stages(["orig", "mod", "noise"]) == (store, apply, noise)
+    assert variant_stages(["rotated", "mod-x0.5", "mod-x2"]) == (store, rotated, dose)
     with pytest.raises(UserError, match="unknown dataset variant 'moved'"):
         variant_stage("moved")
 
@@ -105,8 +107,10 @@ def test_the_control_pipeline_checks_its_variants_before_any_work():
     assert "beta-vae-rotated-s100" in keys and "beta-vae-mod-x2-s100" in keys and "ae-rotated-s100" not in keys
     with pytest.raises(UserError, match="dose.scales"):
         plan_pipeline("modify-control", preset="smoke", overrides={"retrain.variants": ["orig", "mod-x3"]})
-    with pytest.raises(UserError, match="unknown dataset variant"):
+    with pytest.raises(UserError, match="'rotated', which the modify pipeline does not run"):
         plan_pipeline("modify-shapes3d", preset="smoke", overrides={"retrain.variants": ["orig", "rotated"]})
+    with pytest.raises(UserError, match="unknown dataset variant 'moved'"):
+        plan_pipeline("modify-shapes3d", preset="smoke", overrides={"retrain.variants": ["orig", "moved"]})
     with pytest.raises(UserError, match="manipulate.partner"):
         plan_pipeline("modify-control", preset="smoke", overrides={"manipulate.partner": "closest"})
 

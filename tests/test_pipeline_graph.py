@@ -4,7 +4,6 @@ resolves to exactly the configs the two stand-alone files gave."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pickle
 import tomllib
@@ -15,40 +14,71 @@ import pytest
 from probe.errors import UserError
 from probe.pipeline import graph, plan_pipeline, run_pipeline
 from probe.pipeline.config import pipeline_names, resolve
-from probe.pipeline.engine import Job, Stage
-from probe.pipeline.stages.common import single_job_result
-from probe.pipeline.worker import JobContext
+from probe.pipeline.engine import Job
+from probe.pipeline.stages import store
 
 PRE_BASE = Path(__file__).resolve().parent / "data" / "pre_base"
 
 
-# -- a toy stage: what a new stage module holds -------------------------------------------------------------
+# -- a new stage: one module, its TOML table, one graph line ---------------------------------------------------
 
-def job_count_images(ctx: JobContext, *, factor: int) -> dict:
-    store = ctx.inputs["store"]
-    (ctx.job_dir / "count.txt").write_text(str(store["num_images"] * factor))
-    return {"count": store["num_images"] * factor, "file": str(ctx.job_dir / "count.txt")}
+COUNT_STAGE = '''"""Stage ``count``: the original store's image count times ``count.factor`` (a new stage, as a user adds one)."""
+
+from probe.errors import UserError
+from probe.pipeline.engine import Job, Stage
+from probe.pipeline.stages import store
+from probe.pipeline.stages.face import input_names, single_job_result
+
+NAME = "count"
+INPUTS = (store,)
 
 
-def count_stage(config: dict, meta: dict) -> Stage:
-    return Stage("count", {"factor": 2}, ["store"], lambda c: [Job("count", job_count_images, dict(c))],
-                 single_job_result("count"))
+def job_count_images(ctx, *, factor):
+    num_images = store.result(ctx.inputs).num_images
+    (ctx.job_dir / "count.txt").write_text(str(num_images * factor))
+    return {"count": num_images * factor, "file": str(ctx.job_dir / "count.txt")}
+
+
+def result(inputs):
+    return inputs[NAME]["count"]
+
+
+def check(config, *, deep=True):
+    if config[NAME]["factor"] < 1:
+        raise UserError(f"{NAME}.factor must be at least 1, got {config[NAME]['factor']}")
+
+
+def stage(config, meta):
+    return Stage(NAME, config[NAME], input_names(INPUTS), lambda c: [Job(NAME, job_count_images, dict(c))],
+                 single_job_result(NAME))
+'''
 
 
 def test_a_stage_added_in_one_module_and_one_graph_line_runs(tmp_path, monkeypatch):
-    extended = dataclasses.replace(graph.LINEAR_PCA, builders=(*graph.LINEAR_PCA.builders, count_stage))
-    monkeypatch.setitem(graph.GRAPHS, "linear-pca", extended)
+    """Adding a stage = its module (name, inputs as modules, check, result, jobs) + its table in the pipeline's TOML
+    + one line in the graph; nothing else changes."""
+    import importlib
+
+    (tmp_path / "count_stage.py").write_text(COUNT_STAGE)
+    (tmp_path / "count-pipeline.toml").write_text('extends = "linear-pca"\n\n[count]\nfactor = 2\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    count_stage = importlib.import_module("count_stage")
+    monkeypatch.setitem(graph.GRAPHS, "linear-pca", graph.Graph((*graph.LINEAR_PCA.modules, count_stage)))  # the line
+    definition = str(tmp_path / "count-pipeline.toml")
     over = {"synthetic.enabled": False, "linear-pca.enabled": False}
-    plan = plan_pipeline("linear-pca", preset="smoke", overrides=over)
+    plan = plan_pipeline(definition, preset="smoke", overrides=over)
     assert [s.name for s in plan.stages] == ["store", "synthetic", "linear-pca", "report", "count"]
-    run = run_pipeline("linear-pca", workdir=tmp_path / "wd", preset="smoke", overrides=over,
+    with pytest.raises(UserError, match="count.factor must be at least 1"):
+        plan_pipeline(definition, preset="smoke", overrides={**over, "count.factor": 0})
+    run = run_pipeline(definition, workdir=tmp_path / "wd", preset="smoke", overrides=over,
                        scheduler="synchronous", progress=False)
-    count = run.results["count"]
-    assert count["count"] == 2 * run.results["store"]["num_images"] == 2 * 3 * 2 * 4 * 4 * 4
-    assert ".partial" not in count["file"] and Path(count["file"]).read_text() == str(count["count"])
-    again = run_pipeline("linear-pca", workdir=tmp_path / "wd", preset="smoke", overrides=over,
+    count = count_stage.result(run.results)
+    assert count == 2 * store.result(run.results).num_images == 2 * 3 * 2 * 4 * 4 * 4
+    file = run.results[count_stage.NAME]["file"]
+    assert ".partial" not in file and Path(file).read_text() == str(count)
+    again = run_pipeline(definition, workdir=tmp_path / "wd", preset="smoke", overrides=over,
                          scheduler="synchronous", progress=False)
-    assert again.jobs_run == 0 and again.results["count"] == count
+    assert again.jobs_run == 0 and again.results[count_stage.NAME] == run.results[count_stage.NAME]
 
 
 @pytest.mark.parametrize("name, overrides", [("modify-dsprites", {}), ("modify-shapes3d", {"robustness.enabled": True}),

@@ -41,15 +41,15 @@ from pathlib import Path
 from typing import Callable
 
 from probe.errors import UserError
-from probe.pipeline.checks import validate_modify
 from probe.pipeline.config import flatten, resolve
 from probe.pipeline.engine import Stage, stage_digests
+from probe.pipeline.stages import apply, evaluate, manipulate, noise, restarts, retrain, select, store
 from probe.pipeline.variants import VARIANTS
 from probe.pipeline.workdir import STAGE_FILE, final_dir
 
 AUDIT_PIPELINE = "audit"
-REFERENCE_STAGES = ("store", "restarts", "select", "manipulate", "apply", "noise", "retrain", "evaluate")
-PLUGIN_STAGES = ("plugin-check", "plugin-train", "plugin-evaluate", "audit")
+# the modify pipeline's stages an audit shares with it (same configs, digests and job keys: a modify run's are reused)
+REFERENCE_STAGES = (store, restarts, select, manipulate, apply, noise, retrain, evaluate)
 AUDITS_DIR = "audits"
 
 
@@ -107,7 +107,7 @@ def reference_configs(config: dict) -> tuple[str, dict, dict]:
     narrowed = copy.deepcopy(full)
     models = list(config["reference"].get("models") or [])
     if models:
-        narrowed["retrain"]["models"] = models
+        retrain.settings(narrowed)["models"] = models
     return name, full, narrowed
 
 
@@ -119,26 +119,28 @@ def choose_reference(full: dict, narrowed: dict, workdir, reuse_complete: bool,
     if narrowed == full:
         return full, "the reference pipeline's model list"
     if reuse_complete and workdir is not None:
-        stages = [s for s in reference_stages(full, {}) if s.name in REFERENCE_STAGES]
-        digest = stage_digests(stages)["retrain"]
-        complete = (final_dir(Path(workdir), "retrain", digest) / STAGE_FILE).exists()
-        if complete and set(narrowed["retrain"]["models"]) <= set(full["retrain"]["models"]):
+        names = {m.NAME for m in REFERENCE_STAGES}
+        stages = [s for s in reference_stages(full, {}) if s.name in names]
+        digest = stage_digests(stages)[retrain.NAME]
+        complete = (final_dir(Path(workdir), retrain.NAME, digest) / STAGE_FILE).exists()
+        if complete and set(retrain.settings(narrowed)["models"]) <= set(retrain.settings(full)["models"]):
             return full, "the complete reference pipeline run in the workdir"
     return narrowed, "the audit preset's reference.models"
 
 
 def plugin_settings(config: dict, reference: dict) -> dict:
-    pc = config["plugin"]
+    pc, rt = config["plugin"], retrain.settings(reference)
     return {"model_config": dict(pc.get("model_config") or {}), "dataset": config["pipeline"]["dataset"],
-            "train": {**reference["retrain"]["train"], **(pc.get("train") or {})},
-            "seeds": int(pc["seeds"]) or int(reference["retrain"]["seeds"]), "variants": list(pc["variants"]),
-            "first_seed": int(reference["retrain"].get("first_seed", 0))}
+            "train": {**rt["train"], **(pc.get("train") or {})},
+            "seeds": int(pc["seeds"]) or int(rt["seeds"]), "variants": list(pc["variants"]),
+            "first_seed": int(rt.get("first_seed", 0))}
 
 
-def validate_audit(config: dict, *, deep: bool = True) -> None:
+def validate_audit(config: dict, *, deep: bool = True, validate_reference: Callable[..., None]) -> None:
     """Everything that needs no data: the plug-in imports and has the protocol's methods, its
-    hyperparameters and train settings exist, the reference pipeline resolves and validates (``deep``: its
-    models too, ``probe.pipeline.checks.validate_modify``; the plug-in is imported either way)."""
+    hyperparameters and train settings exist, the reference pipeline resolves and validates with
+    ``validate_reference(config, deep=)`` (the modify graph's checks; ``deep``: its models too; the plug-in is
+    imported either way)."""
     from probe.models.base import resolve_config
     from probe.models.registry import get_model_class
     from probe.report.inputs import verdict_metrics
@@ -159,7 +161,7 @@ def validate_audit(config: dict, *, deep: bool = True) -> None:
         raise UserError(f"verdict.metric must be one of {', '.join(usable)} (higher is better), got {metric!r}")
     identity = plugin_identity(pc["model"])
     _name, _full, narrowed = reference_configs(config)
-    validate_modify(narrowed, deep=deep)
+    validate_reference(narrowed, deep=deep)
     settings = plugin_settings(config, narrowed)
     cls = get_model_class(identity["target"])
     try:
@@ -179,7 +181,7 @@ def audit_config(config: dict, meta: dict, reference_stages: Callable[[dict, dic
     reference, source = choose_reference(full, narrowed, meta.get("workdir"), config["reference"]["reuse_complete"],
                                          reference_stages)
     settings = plugin_settings(config, reference)
-    reference_models = list(reference["retrain"]["models"])
+    reference_models = list(retrain.settings(reference)["models"])
     model_label = label if label not in reference_models else f"{label} (plug-in)"
     return {**reference, "audit": {
         "label": label, "slug": slug, "model_label": model_label, "plugin": hashed_identity(identity),

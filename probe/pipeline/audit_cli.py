@@ -12,7 +12,12 @@ import click
 
 from probe.errors import UserError
 from probe.pipeline import StageFailed, format_plan, plan_pipeline, run_pipeline
-from probe.pipeline.audit import AUDIT_PIPELINE, AUDITS_DIR, PLUGIN_STAGES, format_audit, reference_configs
+from probe.pipeline.audit import AUDIT_PIPELINE, AUDITS_DIR, format_audit, reference_configs
+from probe.pipeline.stages import audit as audit_stage
+from probe.pipeline.stages import plugin_check, plugin_evaluate, plugin_train, retrain
+
+# a failure in these stages is the plug-in's: the user gets one message naming it
+PLUGIN_STAGES = (plugin_check.NAME, plugin_train.NAME, plugin_evaluate.NAME, audit_stage.NAME)
 
 
 @click.command()
@@ -57,9 +62,9 @@ def audit(target, dataset, preset, seeds, workdir, scheduler, workers, sets, pla
         plan = plan_pipeline(AUDIT_PIPELINE, preset=preset, overrides=over, meta=meta)
         click.echo(format_plan(plan))
         ref_name, _full, _narrowed = reference_configs(plan.config)
-        retrain = next(s for s in plan.stages if s.name == "retrain").config
-        click.echo(f"\nreference: {ref_name} preset {preset}, models {', '.join(retrain['models'])} × "
-                   f"{retrain['seeds']} seeds (`probe pipeline show {ref_name} --preset {preset}` lists its config)")
+        reference = next(s for s in plan.stages if s.name == retrain.NAME).config
+        click.echo(f"\nreference: {ref_name} preset {preset}, models {', '.join(reference['models'])} × "
+                   f"{reference['seeds']} seeds (`probe pipeline show {ref_name} --preset {preset}` lists its config)")
         return
     result = run_audit(target, workdir=workdir, dataset=dataset, preset=preset, seeds=seeds, overrides=overrides,
                        scheduler=scheduler, workers=workers, progress=not quiet)
@@ -91,7 +96,7 @@ def run_audit(target: str, *, workdir, dataset: str = "dsprites", preset: str = 
         raise UserError(f"{problem}\n(stage {exc.stage!r}, job {exc.job!r}; log: {exc.log})\nThe stores, the reference "
                         f"runs and every finished stage and job are kept in {workdir}; fix the plug-in and run the "
                         "audit again.") from None
-    job = next(iter(run.results["audit"]["jobs"].values()))
+    job = audit_stage.result(run.results)
     return publish(workdir, job)
 
 

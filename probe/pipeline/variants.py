@@ -1,4 +1,5 @@
-"""The dataset variants a model is trained on and the stage that makes each one's store.
+"""The dataset variants a model is trained on: their names (the stage that makes each one's store:
+probe.pipeline.stages.stores).
 
 ``VARIANTS`` (orig, mod, noise) are the paper's three (§5.1, §5.2): every report's tables and verdicts are over
 them, and the report reads runs by these names (probe.report.inputs imports them from here). The control pipeline
@@ -14,8 +15,7 @@ from __future__ import annotations
 from probe.errors import UserError
 
 VARIANTS = ("orig", "mod", "noise")
-VARIANT_STAGES = {"orig": "store", "mod": "apply", "noise": "noise", "rotated": "rotated"}
-DOSE_STAGE = "dose"
+STORE_VARIANTS = ("orig", "mod", "noise", "rotated")   # each made by one stage (and the dose variants)
 DOSE_PREFIX = "mod-x"
 CONTROL_VARIANTS = ("rotated",)  # and every dose variant, dose_variant(scale)
 
@@ -40,27 +40,6 @@ def is_control_variant(variant: str) -> bool:
 
 
 def check_variant(variant: str) -> None:
-    if variant not in VARIANT_STAGES and dose_scale(variant) is None:
-        raise UserError(f"unknown dataset variant {variant!r} (known: {', '.join(VARIANT_STAGES)}, "
-                        f"and {DOSE_PREFIX}<scale> for the dose stage)")
-
-
-def variant_stage(variant: str) -> str:
-    """The stage whose result holds ``variant``'s store."""
-    check_variant(variant)
-    return DOSE_STAGE if dose_scale(variant) is not None else VARIANT_STAGES[variant]
-
-
-def variant_stages(variants) -> list[str]:
-    """The stages a training stage on ``variants`` reads, in a stable order (the orig store always: it is the
-    reference every variant is compared with)."""
-    stages = ["store"] + [variant_stage(v) for v in variants]
-    return list(dict.fromkeys(stages))
-
-
-def variant_store(inputs: dict, variant: str) -> str:
-    """The store path of ``variant`` among a job's input stage results."""
-    stage = variant_stage(variant)
-    if stage == DOSE_STAGE:
-        return inputs[DOSE_STAGE]["jobs"][variant]["path"]
-    return inputs[stage]["path"]
+    if variant not in STORE_VARIANTS and dose_scale(variant) is None:
+        raise UserError(f"unknown dataset variant {variant!r} (known: {', '.join(STORE_VARIANTS)}, "
+                        f"and {DOSE_PREFIX}<scale> for the dose–response stores)")

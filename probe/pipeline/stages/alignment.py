@@ -4,6 +4,7 @@ and robustness jobs record it; the report inputs carry it per run)."""
 from __future__ import annotations
 
 from probe.errors import UserError
+from probe.pipeline.stages.face import present
 
 ALIGNMENT_SAMPLES = 5000          # factor points encoded by the run and by each selected restart
 _RESTART_CODES: dict = {}          # (restart run dir, orig store, sample seed, n, device) -> (codes, active mask)
@@ -19,11 +20,13 @@ def run_alignment(inputs: dict, run_dir, store_path, settings: dict) -> dict:
     with ``RandomState(evaluate seed)``; the run encodes them from the store it was trained on, each
     restart from the original store (its training data); its active units (mean posterior variance
     below ``active_threshold`` over the sample) select the reference latents."""
+    from probe.pipeline.stages import store
+
     references = reference_runs(inputs)
-    if references is None or "store" not in inputs:
+    if references is None or not present(inputs, store):
         return {}
     try:
-        return {"alignment": alignment_of(references, run_dir, store_path, inputs["store"]["path"], settings)}
+        return {"alignment": alignment_of(references, run_dir, store_path, store.result(inputs).path, settings)}
     except Exception as exc:  # noqa: BLE001 - a diagnostic; recorded, never fatal
         return {"alignment": None, "alignment_error": f"{type(exc).__name__}: {exc}"}
 
@@ -32,10 +35,15 @@ def reference_runs(inputs: dict) -> dict | None:
     """The ``{"entangled": [...], "disentangled": [...]}`` runs a retrained run is compared with: the pair m(w) was
     trained against (the manipulate stage's result: the selected restarts, or the control pipeline's rotated partner
     as the entangled side), else the selected restarts; None when the stage has neither input."""
-    manipulate = inputs.get("manipulate") or {}
-    if "entangled" in manipulate and "disentangled" in manipulate:
-        return manipulate
-    return inputs.get("select")
+    from probe.pipeline.stages import manipulate, select
+
+    if present(inputs, manipulate):
+        pair = manipulate.result(inputs)
+    elif present(inputs, select):
+        pair = select.result(inputs)
+    else:
+        return None
+    return {"entangled": pair.entangled, "disentangled": pair.disentangled}
 
 
 def alignment_of(select: dict, run_dir, store_path, orig_path, settings: dict) -> dict:

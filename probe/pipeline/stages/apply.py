@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.stages.common import single_job_result
+from probe.pipeline.stages import manipulate, store
+from probe.pipeline.stages.face import StoreResult, input_names, single_job_result
 from probe.pipeline.worker import JobContext
+
+NAME = "apply"
+INPUTS = (store, manipulate)
 
 
 def job_apply(ctx: JobContext, *, epsilon: float | None = None) -> dict:
@@ -14,10 +18,10 @@ def job_apply(ctx: JobContext, *, epsilon: float | None = None) -> dict:
     if out.exists():
         from probe.data import open_store
 
-        store = open_store(out)
+        mod = open_store(out)
     else:
-        store = apply_manipulation(ctx.inputs["store"]["path"], ctx.inputs["manipulate"]["dir"], out, epsilon=epsilon)
-    return {"path": str(out), "digest": store.digest, "epsilon": _store_epsilon(store, epsilon)}
+        mod = apply_manipulation(store.result(ctx.inputs).path, manipulate.result(ctx.inputs).dir, out, epsilon=epsilon)
+    return {"path": str(out), "digest": mod.digest, "epsilon": _store_epsilon(mod, epsilon)}
 
 
 def _store_epsilon(store, epsilon):
@@ -28,6 +32,12 @@ def _store_epsilon(store, epsilon):
     return cfg.get("epsilon")
 
 
+def result(inputs: dict) -> StoreResult:
+    """The modified store and the ε it was made with."""
+    r = inputs[NAME]
+    return StoreResult(r["path"], r["digest"], r.get("epsilon"))
+
+
 def stage(config: dict, meta: dict) -> Stage:
-    return Stage("apply", config["apply"], ["store", "manipulate"], lambda c: [Job("apply", job_apply, dict(c))],
-                 single_job_result("apply"))
+    return Stage(NAME, config[NAME], input_names(INPUTS), lambda c: [Job(NAME, job_apply, dict(c))],
+                 single_job_result(NAME))

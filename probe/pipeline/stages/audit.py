@@ -6,9 +6,12 @@ from __future__ import annotations
 from probe.pipeline.audit import AUDIT_PIPELINE, format_audit, model_verdict, rule_text
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.report_inputs import report_inputs, run_entries
+from probe.pipeline.stages import apply, evaluate, manipulate, noise, plugin_evaluate, plugin_train, retrain, store
+from probe.pipeline.stages.face import input_names
 from probe.pipeline.worker import JobContext
 
-INPUTS = ["store", "manipulate", "apply", "noise", "retrain", "evaluate", "plugin-train", "plugin-evaluate"]
+NAME = "audit"
+INPUTS = (store, manipulate, apply, noise, retrain, evaluate, plugin_train, plugin_evaluate)
 
 
 def job_audit(ctx: JobContext, *, meta: dict, about: dict, metric: str, seed: int) -> dict:
@@ -41,9 +44,15 @@ def job_audit(ctx: JobContext, *, meta: dict, about: dict, metric: str, seed: in
             "verdict": verdicts[about["model_label"]]["label"]}
 
 
+def result(inputs: dict) -> dict:
+    """The audit job's result: ``audit``, ``markdown``, ``report_inputs`` (paths), ``slug``, ``verdict``."""
+    return next(iter(inputs[NAME]["jobs"].values()))
+
+
 def stage(config: dict, meta: dict) -> Stage:
     audit = config["audit"]
-    return Stage("audit", {"plugin": audit["plugin"], "metric": audit["metric"], "seed": audit["seed"]}, INPUTS,
+    return Stage(NAME, {"plugin": audit["plugin"], "metric": audit["metric"], "seed": audit["seed"]},
+                 input_names(INPUTS),
                  lambda c: [Job(f"{audit['slug']}-audit", job_audit,
                                 {"meta": meta, "about": audit["about"], "metric": c["metric"], "seed": c["seed"]})],
                  local=True)

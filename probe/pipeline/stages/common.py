@@ -14,12 +14,10 @@ import json
 import math
 
 from probe.errors import UserError
-from probe.pipeline.stages.alignment import run_alignment
-from probe.pipeline.variants import variant_store
 from probe.pipeline.worker import JobContext
 
 # `[pipeline] keep_checkpoints`: what a training stage keeps of each finished run (this module owns the name and
-# its values; checks.validate_modify validates it, the training stages hash it into their configs)
+# its values; check_pipeline validates it, the training stages hash it into their configs)
 KEEP_CHECKPOINTS = "keep_checkpoints"
 KEEP_ALL = "all"                      # every checkpoint as training left it: a run can be extended later
 KEEP_FINAL_WEIGHTS = "final-weights"  # RunFolder.compact: the final weights only (smoke, quick: what later stages read)
@@ -40,11 +38,35 @@ def keep_run(run_dir, keep: str) -> None:
                                         f"pipeline (--set pipeline.{KEEP_CHECKPOINTS}={KEEP_ALL})")
 
 
-def single_job_result(key: str):
-    """``collect`` of a one-job stage: the job's result, plus ``jobs`` like every stage result."""
-    def collect(config, inputs, results):
-        return {**results[key], "jobs": results}
-    return collect
+def check_pipeline(config: dict, *, deep: bool = True) -> None:
+    """The ``[pipeline]`` settings the stages share (``keep_checkpoints``)."""
+    keep = keep_checkpoints(config)
+    if keep not in KEEP_CHOICES:
+        raise UserError(f"pipeline.{KEEP_CHECKPOINTS} must be one of {', '.join(map(repr, KEEP_CHOICES))}, got {keep!r}")
+
+
+def check_count(key: str, value, minimum: int = 1) -> None:
+    """A count setting (``restarts.count``, ``retrain.seeds``): an integer ≥ ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UserError(f"{key} must be a {'positive' if minimum else 'non-negative'} integer, got {value!r}")
+
+
+def check_models(dataset: str, models: list[tuple[str, dict, dict]], hyperparameters: dict | None = None) -> None:
+    """Each (model, model config overrides, train settings) resolves: a known model, real hyperparameters, valid
+    train settings; ``hyperparameters`` (the ``[hyperparameters]`` table) names a real one per model. Imports the
+    models and the trainer (a ``deep`` check)."""
+    from probe.models.base import resolve_config
+    from probe.models.registry import get_model_class
+    from probe.train.config import resolve_train_config
+
+    for model, overrides, train in models:
+        cls = get_model_class(model)  # unknown model -> UserError naming it
+        resolved = resolve_config(cls, dataset, overrides)
+        resolve_train_config(cls, train)
+        hp = (hyperparameters or {}).get(model) or None
+        if hp is not None and hp not in resolved:
+            raise UserError(f"hyperparameters.{model} = {hp!r}, but model {model!r} has no such hyperparameter "
+                            f"(known: {', '.join(sorted(resolved))})")
 
 
 # -- training runs --------------------------------------------------------------------------------------
@@ -117,6 +139,7 @@ def job_train_batch(contexts: list[JobContext], members: list[dict]) -> list:
 def _prepare_train(ctx: JobContext, run_config: dict, variant: str, model: str, hyperparameter: str | None,
                    scale: float | None):
     """(store path, run config with the scaled hyperparameter, {"name", "value"} of the primary hyperparameter)."""
+    from probe.pipeline.stages.stores import variant_store
     from probe.train import resolve_run_config
 
     store_path = variant_store(ctx.inputs, variant)
@@ -133,6 +156,7 @@ def _prepare_train(ctx: JobContext, run_config: dict, variant: str, model: str, 
 
 def _train_result(ctx: JobContext, run_dir, store_path, hp: dict, *, variant: str, model: str, seed: int,
                   scale: float | None, evaluate: dict | None, keep: str) -> dict:
+    from probe.pipeline.stages.alignment import run_alignment
     from probe.train import RunFolder
 
     keep_run(run_dir, keep)
@@ -147,12 +171,6 @@ def _train_result(ctx: JobContext, run_dir, store_path, hp: dict, *, variant: st
 
 
 # -- evaluation -----------------------------------------------------------------------------------------
-
-def evaluate_settings(config: dict) -> dict:
-    """The ``[evaluate]`` table as the evaluate jobs take it (and as the stages hash it)."""
-    ev = config["evaluate"]
-    return {"metrics": list(ev["metrics"]), "seed": int(ev["seed"]), "sample_sizes": dict(ev["sample_sizes"])}
-
 
 def evaluate_metrics(run_dir, store_path, settings: dict) -> dict:
     """``probe.perturb.evaluate_run`` of one run on a store, as strict JSON (NaN -> null)."""

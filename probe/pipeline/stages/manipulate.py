@@ -9,12 +9,28 @@ retrained run with them.
 
 from __future__ import annotations
 
+import dataclasses
+
 from probe.errors import UserError
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.stages.common import single_job_result
+from probe.pipeline.stages import select, store
+from probe.pipeline.stages.face import input_names, single_job_result
 from probe.pipeline.worker import JobContext
 
+NAME = "manipulate"
+INPUTS = (store, select)
 PARTNERS = ("lowest-mig", "rotated")
+
+
+@dataclasses.dataclass(frozen=True)
+class ManipulateResult:
+    dir: str                     # the manipulation's run folder (probe.perturb)
+    losses: str                  # its log
+    figure4: str | None
+    partner: str
+    entangled: list[str]         # the runs m(w) was trained against
+    disentangled: list[str]
+    record: dict                 # the whole result (the report inputs' ``manipulation`` entry)
 
 
 def job_manipulate(ctx: JobContext, *, config: dict, figure4: bool, partner: str = "lowest-mig",
@@ -22,9 +38,9 @@ def job_manipulate(ctx: JobContext, *, config: dict, figure4: bool, partner: str
     from probe.perturb import figure4 as make_figure4
     from probe.perturb import train_manipulation
 
-    store_path = ctx.inputs["store"]["path"]
-    select = ctx.inputs["select"]
-    entangled, disentangled = list(select["entangled"]), list(select["disentangled"])
+    store_path = store.result(ctx.inputs).path
+    chosen = select.result(ctx.inputs)
+    entangled, disentangled = chosen.entangled, chosen.disentangled
     if partner == "rotated":
         from probe.perturb.partner import rotated_partner
 
@@ -45,19 +61,30 @@ def job_manipulate(ctx: JobContext, *, config: dict, figure4: bool, partner: str
                               "after": (final.get("after") or {}).get("dis_minus_ent")}}
 
 
-def check(config: dict) -> None:
-    """The ``[manipulate]`` keys this stage reads besides ``config`` (probe.perturb validates that one)."""
-    m = config["manipulate"]
+def result(inputs: dict) -> ManipulateResult:
+    r = inputs[NAME]
+    return ManipulateResult(r["dir"], r["losses"], r.get("figure4"), r.get("partner", PARTNERS[0]),
+                            list(r["entangled"]), list(r["disentangled"]), {k: v for k, v in r.items() if k != "jobs"})
+
+
+def check(config: dict, *, deep: bool = True) -> None:
+    """The ``[manipulate]`` keys this stage reads besides ``config``; with ``deep``, ``config`` itself
+    (probe.perturb resolves it)."""
+    m = config[NAME]
     if m.get("partner", "lowest-mig") not in PARTNERS:
-        raise UserError(f"manipulate.partner must be one of {', '.join(PARTNERS)}, got {m.get('partner')!r}")
+        raise UserError(f"{NAME}.partner must be one of {', '.join(PARTNERS)}, got {m.get('partner')!r}")
     if m.get("partner", "lowest-mig") == "rotated":
         try:
             float(m.get("partner_rotation_deg", 45.0))
         except (TypeError, ValueError):
-            raise UserError(f"manipulate.partner_rotation_deg must be a number, got {m.get('partner_rotation_deg')!r}") from None
+            raise UserError(f"{NAME}.partner_rotation_deg must be a number, got {m.get('partner_rotation_deg')!r}") from None
+    if deep:
+        from probe.perturb.adversarial import resolve_manipulation_config
+
+        resolve_manipulation_config(m["config"], config["pipeline"]["dataset"])
 
 
 def stage(config: dict, meta: dict) -> Stage:
-    return Stage("manipulate", config["manipulate"], ["store", "select"],
-                 lambda c: [Job("manipulate", job_manipulate, dict(c), work=c["config"].get("steps", 1))],
-                 single_job_result("manipulate"))
+    return Stage(NAME, config[NAME], input_names(INPUTS),
+                 lambda c: [Job(NAME, job_manipulate, dict(c), work=c["config"].get("steps", 1))],
+                 single_job_result(NAME))

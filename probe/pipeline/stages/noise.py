@@ -4,8 +4,12 @@ unless ``noise.epsilon`` says otherwise."""
 from __future__ import annotations
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.stages.common import single_job_result
+from probe.pipeline.stages import store
+from probe.pipeline.stages.face import StoreResult, input_names, single_job_result
 from probe.pipeline.worker import JobContext
+
+NAME = "noise"
+INPUTS = (store,)
 
 
 def job_noise(ctx: JobContext, *, epsilon: float, seed: int) -> dict:
@@ -15,12 +19,17 @@ def job_noise(ctx: JobContext, *, epsilon: float, seed: int) -> dict:
     if out.exists():
         from probe.data import open_store
 
-        store = open_store(out)
+        noisy = open_store(out)
     else:
-        store = make_noise_store(ctx.inputs["store"]["path"], out, epsilon=epsilon, seed=seed)
-    return {"path": str(out), "digest": store.digest, "epsilon": float(epsilon)}
+        noisy = make_noise_store(store.result(ctx.inputs).path, out, epsilon=epsilon, seed=seed)
+    return {"path": str(out), "digest": noisy.digest, "epsilon": float(epsilon)}
+
+
+def result(inputs: dict) -> StoreResult:
+    r = inputs[NAME]
+    return StoreResult(r["path"], r["digest"], r.get("epsilon"))
 
 
 def stage(config: dict, meta: dict) -> Stage:
-    return Stage("noise", config["noise"], ["store"], lambda c: [Job("noise", job_noise, dict(c))],
-                 single_job_result("noise"))
+    return Stage(NAME, config[NAME], input_names(INPUTS), lambda c: [Job(NAME, job_noise, dict(c))],
+                 single_job_result(NAME))

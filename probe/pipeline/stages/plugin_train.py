@@ -6,8 +6,13 @@ from __future__ import annotations
 from probe.errors import UserError
 from probe.pipeline.audit import plugin_error
 from probe.pipeline.engine import Job, Stage
+from probe.pipeline.stages import apply, noise, store
 from probe.pipeline.stages.common import job_train, retrain_seeds, run_key
+from probe.pipeline.stages.face import TrainedRun, input_names, trained_runs
 from probe.pipeline.worker import JobContext
+
+NAME = "plugin-train"
+INPUTS = (store, apply, noise)
 
 
 def job_plugin_train(ctx: JobContext, *, label: str, model: str, variant: str, seed: int, run_config: dict) -> dict:
@@ -35,6 +40,11 @@ def plugin_train_jobs(audit: dict, c: dict) -> list[Job]:
         for v in c["variants"] for s in retrain_seeds(c)]
 
 
+def result(inputs: dict) -> dict[str, TrainedRun]:
+    """``{job key: TrainedRun}`` of the plug-in's runs."""
+    return trained_runs(inputs[NAME]["jobs"])
+
+
 def stage(config: dict, meta: dict) -> Stage:
     audit = config["audit"]
-    return Stage("plugin-train", train_config(audit), ["store", "apply", "noise"], lambda c: plugin_train_jobs(audit, c))
+    return Stage(NAME, train_config(audit), input_names(INPUTS), lambda c: plugin_train_jobs(audit, c))

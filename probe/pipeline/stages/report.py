@@ -8,11 +8,15 @@ from pathlib import Path
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.report_inputs import (control_entries, report_inputs, restart_entries, robustness_entries,
                                           run_entries)
+from probe.pipeline.stages import (apply, dose, evaluate, linear_pca, manipulate, noise, restarts, retrain, robustness,
+                                   rotated, select, store)
+from probe.pipeline.stages.face import input_names, present
 from probe.pipeline.why import why_inputs
 from probe.pipeline.worker import JobContext
 
-INPUTS = ["store", "restarts", "select", "manipulate", "apply", "noise", "retrain", "evaluate", "robustness", "linear-pca"]
-CONTROL_INPUTS = ["rotated", "dose"]   # the control pipeline's L1 and L3 stores (graph.CONTROL)
+NAME = "report"
+INPUTS = (store, restarts, select, manipulate, apply, noise, retrain, evaluate, robustness, linear_pca)
+CONTROL_INPUTS = (rotated, dose)   # the control pipeline's L1 and L3 stores (graph.CONTROL)
 
 
 def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
@@ -22,7 +26,7 @@ def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
     workdir = Path(meta["workdir"])
     lp = inputs["linear-pca"]["jobs"]
     runs = run_entries(inputs["retrain"], inputs["evaluate"])
-    control = control_entries(inputs, runs) if "rotated" in inputs else None
+    control = control_entries(inputs, runs) if present(inputs, rotated) else None
     out = report_inputs(inputs, meta, pipeline=meta["pipeline"],
                         restarts=restart_entries(inputs["restarts"], inputs["select"]),
                         runs=[r for r in runs if not (control and r in control["runs"])],
@@ -42,7 +46,10 @@ def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
     return result
 
 
+def input_stages(config: dict) -> tuple:
+    return INPUTS + (CONTROL_INPUTS if config["pipeline"].get("kind") == "control" else ())
+
+
 def stage(config: dict, meta: dict) -> Stage:
-    inputs = INPUTS + (CONTROL_INPUTS if config["pipeline"].get("kind") == "control" else [])
-    return Stage("report", {"make_report": config["report"]["make_report"]}, inputs,
-                 lambda c: [Job("report", job_report, {"meta": meta, "make_report": c["make_report"]})], local=True)
+    return Stage(NAME, {"make_report": config[NAME]["make_report"]}, input_names(input_stages(config)),
+                 lambda c: [Job(NAME, job_report, {"meta": meta, "make_report": c["make_report"]})], local=True)

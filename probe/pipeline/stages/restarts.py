@@ -4,17 +4,53 @@ the select stage picks the most entangled and most disentangled from."""
 from __future__ import annotations
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.stages.common import KEEP_CHECKPOINTS, job_train, job_train_batch, keep_checkpoints, run_config
+from probe.pipeline.stages import store
+from probe.pipeline.stages.common import (KEEP_CHECKPOINTS, check_count, check_models, job_train, job_train_batch,
+                                          keep_checkpoints, run_config)
+from probe.pipeline.stages.face import TrainedRun, input_names, trained_runs
+
+NAME = "restarts"
+INPUTS = (store,)
+
+
+def job_key(seed: int) -> str:
+    return f"seed{seed}"
+
+
+def count(config: dict) -> int:
+    return config[NAME]["count"]
+
+
+def seeds(config: dict) -> range:
+    return range(count(config))
+
+
+def result(inputs: dict) -> dict[str, TrainedRun]:
+    """``{job key: TrainedRun}`` of the restarts."""
+    return trained_runs(inputs[NAME]["jobs"])
+
+
+def run_of(inputs: dict, seed: int) -> TrainedRun:
+    key = job_key(seed)
+    return TrainedRun.of(key, inputs[NAME]["jobs"][key])
+
+
+def check(config: dict, *, deep: bool = True) -> None:
+    c = config[NAME]
+    check_count(f"{NAME}.count", c["count"])
+    if deep:
+        check_models(config["pipeline"]["dataset"], [(c["model"], c["model_config"], c["train"])],
+                     config.get("hyperparameters"))
 
 
 def stage(config: dict, meta: dict) -> Stage:
     dataset = config["pipeline"]["dataset"]
 
     def jobs(c):
-        return [Job(f"seed{s}", job_train, {
+        return [Job(job_key(s), job_train, {
             "run_config": run_config(c["model"], dataset, s, c["train"], {c["model"]: c["model_config"]}),
             "variant": "orig", "model": c["model"], "seed": s, "keep": c[KEEP_CHECKPOINTS]}, work=c["train"]["steps"],
-            batch="restarts",
+            batch=NAME,
             batch_fn=job_train_batch) for s in range(c["count"])]
 
-    return Stage("restarts", {**config["restarts"], KEEP_CHECKPOINTS: keep_checkpoints(config)}, ["store"], jobs)
+    return Stage(NAME, {**config[NAME], KEEP_CHECKPOINTS: keep_checkpoints(config)}, input_names(INPUTS), jobs)

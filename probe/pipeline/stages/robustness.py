@@ -4,14 +4,43 @@ factors) are kept and flagged (``active_units``); the report decides whether to 
 
 from __future__ import annotations
 
+from probe.errors import UserError
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.stages.common import (KEEP_CHECKPOINTS, evaluate_settings, job_train, job_train_batch,
+from probe.pipeline.stages import apply, evaluate, noise, retrain, select, store
+from probe.pipeline.stages.common import (KEEP_CHECKPOINTS, check_count, check_models, job_train, job_train_batch,
                                           keep_checkpoints, primary_hyperparameter, retrain_seeds, run_config, run_key)
+from probe.pipeline.stages.face import TrainedRun, input_names, trained_runs
+from probe.pipeline.variants import VARIANTS
+
+NAME = "robustness"
+INPUTS = (store, select, apply, noise)
+
+
+def result(inputs: dict) -> dict[str, TrainedRun]:
+    """``{job key: TrainedRun}``; each run's record holds its metrics and alignment (``TrainedRun.raw``)."""
+    return trained_runs(inputs[NAME]["jobs"])
+
+
+def check(config: dict, *, deep: bool = True) -> None:
+    c, rt = config[NAME], retrain.settings(config)
+    check_count(f"{NAME}.seeds", c["seeds"], minimum=0)
+    bad = [v for v in c["variants"] if v not in VARIANTS]
+    if bad:
+        raise UserError(f"unknown dataset variant(s) {bad}: robustness runs only on {', '.join(VARIANTS)}")
+    if not c["enabled"]:
+        return
+    no_hp = [m for m in c["models"] if not primary_hyperparameter(config, m)]
+    if no_hp:
+        raise UserError(f"{NAME}.models without a primary hyperparameter (see [hyperparameters]): {no_hp}")
+    if deep:
+        check_models(config["pipeline"]["dataset"],
+                     [(m, rt["model_config"].get(m, {}), c["train"] or rt["train"]) for m in c["models"]],
+                     config.get("hyperparameters"))
 
 
 def stage(config: dict, meta: dict) -> Stage:
-    dataset, rt = config["pipeline"]["dataset"], config["retrain"]
-    settings = evaluate_settings(config)
+    dataset, rt = config["pipeline"]["dataset"], retrain.settings(config)
+    settings = evaluate.settings(config)
 
     def jobs(c):
         if not c["enabled"]:
@@ -26,5 +55,5 @@ def stage(config: dict, meta: dict) -> Stage:
             for m in models for x in c["scales"] for v in c["variants"]
             for s in retrain_seeds({**rt, "seeds": c["seeds"]})]
 
-    return Stage("robustness", {**config["robustness"], "evaluate": settings, KEEP_CHECKPOINTS: keep_checkpoints(config)},
-                 ["store", "select", "apply", "noise"], jobs)
+    return Stage(NAME, {**config[NAME], "evaluate": settings, KEEP_CHECKPOINTS: keep_checkpoints(config)},
+                 input_names(INPUTS), jobs)

@@ -5,10 +5,21 @@ follows the images' preferred axes must lose its alignment with the factors here
 
 from __future__ import annotations
 
+import dataclasses
+
 from probe.errors import UserError
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.stages.common import single_job_result
+from probe.pipeline.stages import store
+from probe.pipeline.stages.face import StoreResult, input_names, single_job_result
 from probe.pipeline.worker import JobContext
+
+NAME = "rotated"
+INPUTS = (store,)
+
+
+@dataclasses.dataclass(frozen=True)
+class RotatedResult(StoreResult):
+    rotation_deg: float = 0.0
 
 
 def job_rotated(ctx: JobContext, *, dataset: str, resolution: int, factor_sizes: list | None, rotation_deg: float,
@@ -18,25 +29,30 @@ def job_rotated(ctx: JobContext, *, dataset: str, resolution: int, factor_sizes:
 
     out = ctx.job_dir / "rotated.zarr"
     if out.exists():  # a previous attempt finished writing (stores are renamed into place when complete)
-        store = open_store(out)
+        rotated = open_store(out)
     else:
-        store = generate(dataset, out, resolution=resolution, factor_sizes=factor_sizes or None, seed=seed,
-                         progress=False, options={"rotation_deg": float(rotation_deg)})
-    orig = open_store(ctx.inputs["store"]["path"])
-    if list(orig.factor_sizes) != list(store.factor_sizes):
-        raise UserError(f"the rotated store's factor sizes {store.factor_sizes} differ from the original's "
+        rotated = generate(dataset, out, resolution=resolution, factor_sizes=factor_sizes or None, seed=seed,
+                           progress=False, options={"rotation_deg": float(rotation_deg)})
+    orig = open_store(store.result(ctx.inputs).path)
+    if list(orig.factor_sizes) != list(rotated.factor_sizes):
+        raise UserError(f"the rotated store's factor sizes {rotated.factor_sizes} differ from the original's "
                         f"{orig.factor_sizes}")
-    return {"path": str(out), "digest": store.digest, "rotation_deg": float(rotation_deg)}
+    return {"path": str(out), "digest": rotated.digest, "rotation_deg": float(rotation_deg)}
 
 
-def check(config: dict) -> None:
-    if config["store"]["source"] != "synthetic":
-        raise UserError("the rotated store is rendered by a generator: store.source must be 'synthetic'")
+def result(inputs: dict) -> RotatedResult:
+    r = inputs[NAME]
+    return RotatedResult(r["path"], r["digest"], rotation_deg=float(r["rotation_deg"]))
+
+
+def check(config: dict, *, deep: bool = True) -> None:
+    if not store.is_synthetic(config):
+        raise UserError(f"the rotated store is rendered by a generator: {store.NAME}.source must be 'synthetic'")
 
 
 def stage(config: dict, meta: dict) -> Stage:
-    st = config["store"]
+    st = store.settings(config)
     settings = {"dataset": config["pipeline"]["dataset"], "resolution": st["resolution"],
-                "factor_sizes": st["factor_sizes"], "seed": st["seed"], **config["rotated"]}
-    return Stage("rotated", settings, ["store"], lambda c: [Job("rotated", job_rotated, dict(c))],
-                 single_job_result("rotated"))
+                "factor_sizes": st["factor_sizes"], "seed": st["seed"], **config[NAME]}
+    return Stage(NAME, settings, input_names(INPUTS), lambda c: [Job(NAME, job_rotated, dict(c))],
+                 single_job_result(NAME))

@@ -6,6 +6,9 @@ from __future__ import annotations
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.worker import JobContext
 
+NAME = "synthetic"
+INPUTS = ()
+
 
 def job_synthetic(ctx: JobContext, *, config: dict) -> dict:
     from probe.analysis import verify_synthetic
@@ -13,6 +16,12 @@ def job_synthetic(ctx: JobContext, *, config: dict) -> dict:
     return {"analysis": verify_synthetic(**config)}
 
 
+def result(inputs: dict) -> dict | None:
+    """The analysis (probe.analysis.verify_synthetic), None where the stage is disabled."""
+    job = inputs[NAME]["jobs"].get(NAME)
+    return job["analysis"] if job else None
+
+
 def stage(config: dict, meta: dict) -> Stage:
-    return Stage("synthetic", config["synthetic"], [],
-                 lambda c: [Job("synthetic", job_synthetic, {"config": c["config"]})] if c["enabled"] else [])
+    return Stage(NAME, config[NAME], [],
+                 lambda c: [Job(NAME, job_synthetic, {"config": c["config"]})] if c["enabled"] else [])
