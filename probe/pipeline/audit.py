@@ -51,6 +51,7 @@ AUDIT_PIPELINE = "audit"
 # the modify pipeline's stages an audit shares with it (same configs, digests and job keys: a modify run's are reused)
 REFERENCE_STAGES = (store, restarts, select, manipulate, apply, noise, retrain, evaluate)
 AUDITS_DIR = "audits"
+AUDIT_TABLE = "audit"   # what audit_config adds to the reference config for the plug-in's stages (audit_table)
 
 
 # -- the plug-in ------------------------------------------------------------------------------------
@@ -183,13 +184,18 @@ def audit_config(config: dict, meta: dict, reference_stages: Callable[[dict, dic
     settings = plugin_settings(config, reference)
     reference_models = list(retrain.settings(reference)["models"])
     model_label = label if label not in reference_models else f"{label} (plug-in)"
-    return {**reference, "audit": {
+    return {**reference, AUDIT_TABLE: {
         "label": label, "slug": slug, "model_label": model_label, "plugin": hashed_identity(identity),
         "settings": settings, "check_batch": int(config["plugin"]["check_batch"]),
         "metric": config["verdict"]["metric"], "seed": int(config["verdict"]["seed"]),
         "about": {"reference_pipeline": ref_name, "reference_models": reference_models, "reference_source": source,
                   "identity": identity, "model_label": model_label, "slug": slug, "reference_config": reference,
                   "plugin_settings": settings}}}
+
+
+def audit_table(config: dict) -> dict:
+    """The plug-in's table of a prepared audit config (``audit_config``): label, slug, identity, settings, ..."""
+    return config[AUDIT_TABLE]
 
 
 # -- verdicts -----------------------------------------------------------------------------------------

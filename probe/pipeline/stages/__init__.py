@@ -1,7 +1,7 @@
-"""One module per stage. Each has its job functions (``fn(ctx: JobContext, **kwargs) -> dict``, calling only
-the pinned interfaces of the other areas, docs/notes/INTERFACES.md) and ``stage(config, meta) -> Stage``,
-which builds the stage from a pipeline's resolved config; probe.pipeline.graph lists them per pipeline
-kind. Shared pieces: ``common`` (variants, run keys and configs, the training job, evaluation) and
-``alignment``. Job results hold absolute paths; the engine rewrites them when a stage folder is renamed
-from ``.partial`` to its final name.
+"""One module per stage, each with the face of probe.pipeline.stages.face: ``NAME``, ``INPUTS`` (the stage modules
+whose results it reads), ``result(inputs)`` (its result, typed: what every later stage and the report read of it),
+``check(config, *, deep)`` where it has settings, its job functions (``fn(ctx: JobContext, **kwargs) -> dict``) and
+``stage(config, meta) -> Stage``. probe.pipeline.graph lists the modules per pipeline kind. Shared pieces: ``face``
+(the result types and helpers), ``common`` (run keys and configs, the training job, the evaluation call), ``stores``
+(which stage makes each variant's store) and ``alignment``.
 """

@@ -3,7 +3,7 @@ an INTERFACES-format report_inputs.json (so `probe report` can render the full c
 
 from __future__ import annotations
 
-from probe.pipeline.audit import AUDIT_PIPELINE, format_audit, model_verdict, rule_text
+from probe.pipeline.audit import AUDIT_PIPELINE, audit_table, format_audit, model_verdict, rule_text
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.report_inputs import report_inputs, run_entries
 from probe.pipeline.stages import apply, evaluate, manipulate, noise, plugin_evaluate, plugin_train, retrain, store
@@ -50,7 +50,7 @@ def result(inputs: dict) -> dict:
 
 
 def stage(config: dict, meta: dict) -> Stage:
-    audit = config["audit"]
+    audit = audit_table(config)
     return Stage(NAME, {"plugin": audit["plugin"], "metric": audit["metric"], "seed": audit["seed"]},
                  input_names(INPUTS),
                  lambda c: [Job(f"{audit['slug']}-audit", job_audit,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from probe.errors import UserError
-from probe.pipeline.audit import plugin_error
+from probe.pipeline.audit import audit_table, plugin_error
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.stages import store
 from probe.pipeline.stages.face import input_names
@@ -44,7 +44,7 @@ def job_plugin_check(ctx: JobContext, *, label: str, plugin: dict, model_config:
 
 
 def stage(config: dict, meta: dict) -> Stage:
-    audit = config["audit"]
+    audit = audit_table(config)
     settings = audit["settings"]
     check = {"plugin": audit["plugin"], "model_config": settings["model_config"], "dataset": settings["dataset"],
              "train": settings["train"], "batch": audit["check_batch"]}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from probe.errors import UserError
-from probe.pipeline.audit import plugin_error
+from probe.pipeline.audit import audit_table, plugin_error
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.stages import apply, evaluate, noise, plugin_train, store
 from probe.pipeline.stages.common import evaluate_metrics
@@ -32,7 +32,7 @@ def result(inputs: dict) -> dict[str, dict]:
 
 
 def stage(config: dict, meta: dict) -> Stage:
-    audit = config["audit"]
+    audit = audit_table(config)
     runs = [j.key for j in plugin_train.plugin_train_jobs(audit, plugin_train.train_config(audit))]
     return Stage(NAME, evaluate.settings(config), input_names(INPUTS),
                  lambda c: [Job(key, job_plugin_evaluate, {"label": audit["label"], "run": key, "settings": c})

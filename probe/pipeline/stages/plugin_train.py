@@ -4,7 +4,7 @@ settings, seeds as the reference runs'."""
 from __future__ import annotations
 
 from probe.errors import UserError
-from probe.pipeline.audit import plugin_error
+from probe.pipeline.audit import audit_table, plugin_error
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.stages import apply, noise, store
 from probe.pipeline.stages.common import job_train, retrain_seeds, run_key
@@ -46,5 +46,5 @@ def result(inputs: dict) -> dict[str, TrainedRun]:
 
 
 def stage(config: dict, meta: dict) -> Stage:
-    audit = config["audit"]
+    audit = audit_table(config)
     return Stage(NAME, train_config(audit), input_names(INPUTS), lambda c: plugin_train_jobs(audit, c))
