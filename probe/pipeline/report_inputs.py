@@ -1,6 +1,8 @@
-"""``report_inputs.json`` (contract: docs/notes/INTERFACES.md; read by probe.report.inputs), built from
-the results of the stages that feed it. The modify pipelines' report stage and the audit stage both
-write it through ``report_inputs``.
+"""Building ``report_inputs.json`` (the file's name, schema, reader and writer: ``probe.report.schema``; contract:
+docs/notes/INTERFACES.md) from the results of the stages that feed it. The modify pipelines' report stage and the
+audit stage both build it here: each pulls what it needs out of its input stages' results into ``StageValues``
+(plain values, in one function per stage), ``report_inputs`` assembles the dict, and ``probe.pipeline.report_data``
+adds what must be computed from stores and models.
 
 ``meta`` is what ``run_pipeline`` knows about the run (pipeline, preset, dataset, workdir, config,
 code_version, started, t0); ``probe audit --plan`` builds stages with only ``workdir``, hence ``get``.
@@ -9,12 +11,32 @@ code_version, started, t0); ``probe audit --plan`` builds stages with only ``wor
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from probe.pipeline.stages.alignment import alignment_entry
 from probe.pipeline.workdir import plan_legs
 
 RUN_FIELDS = ("model", "variant", "seed", "run_dir", "hyperparameter", "curve")
+
+
+@dataclass
+class StageValues:
+    """What report_inputs.json is built from, as plain values out of the input stages' results."""
+
+    orig_store: dict                 # the store stage's result: path, digest (and factor_sizes, name, ...)
+    mod_store: dict                  # apply's: path, digest, epsilon
+    noise_store: dict                # noise's: path, digest, epsilon
+    manipulation: dict               # manipulate's result (dir, losses, figure4, coverage, the pair m was trained on)
+    retrain: dict                    # training job key -> {model, variant, seed, run_dir, hyperparameter, curve}
+    evaluate: dict                   # evaluation job key -> {"run": training job key, "metrics", alignment}
+    restarts: list[dict] = field(default_factory=list)  # the restarts' training results (run_dir, seed, ...)
+    selected: dict = field(default_factory=dict)        # {"entangled": [run dirs], "disentangled": [run dirs]}
+    restart_mig: dict = field(default_factory=dict)     # {restart run dir: the MIG selection ranked it by}
+    robustness: dict = field(default_factory=dict)      # robustness job key -> trained-and-evaluated run
+    linear_pca: dict | None = None   # the linear-pca stage's analysis
+    rotated_store: dict | None = None  # control pipeline: the rotated stage's result (path, digest, rotation_deg)
+    dose_stores: dict | None = None    # control pipeline: dose variant -> {path, digest, epsilon, scale}
 
 
 def provenance(meta: dict) -> dict:
@@ -30,66 +52,65 @@ def provenance(meta: dict) -> dict:
             "wall_time_s": sum(leg["wall_time_s"] for leg in legs), "legs": legs, "config": meta.get("config")}
 
 
-def stores(inputs: dict) -> dict:
+def stores(values: StageValues) -> dict:
     """The three stores (orig from the store stage, mod from apply, noise from noise)."""
-    store = inputs["store"]["jobs"]["store"]
-    return {"orig": {"path": store["path"], "digest": store["digest"]},
-            "mod": inputs["apply"]["jobs"]["apply"], "noise": inputs["noise"]["jobs"]["noise"]}
+    return {"orig": {"path": values.orig_store["path"], "digest": values.orig_store["digest"]},
+            "mod": dict(values.mod_store), "noise": dict(values.noise_store)}
 
 
-def run_entries(train_stage: dict, evaluate_stage: dict, *, alignment: bool = True) -> list[dict]:
+def run_entries(retrain: dict, evaluate: dict, *, alignment: bool = True) -> list[dict]:
     """One entry per trained run (in job-key order) with its evaluated metrics and, with ``alignment``,
     its alignment with the selected restarts."""
-    evaluated = {e["run"]: e for e in evaluate_stage["jobs"].values()}
+    evaluated = {e["run"]: e for e in evaluate.values()}
     return [{k: r[k] for k in RUN_FIELDS} | {"metrics": evaluated[key]["metrics"]["metrics"]}
             | (alignment_entry(evaluated[key]) if alignment else {})
-            for key, r in sorted(train_stage["jobs"].items())]
+            for key, r in sorted(retrain.items())]
 
 
-def robustness_entries(robustness_stage: dict) -> list[dict]:
+def robustness_entries(robustness: dict) -> list[dict]:
     """The robustness runs (trained and evaluated in one job), in job-key order."""
     return [{k: r[k] for k in (*RUN_FIELDS, "scale")} | {"metrics": r["metrics"]["metrics"]} | alignment_entry(r)
-            for _key, r in sorted(robustness_stage["jobs"].items())]
+            for _key, r in sorted(robustness.items())]
 
 
-def restart_entries(restarts_stage: dict, select_stage: dict) -> list[dict]:
+def restart_entries(values: StageValues) -> list[dict]:
     """The restarts in seed order with their MIG and whether the select stage chose them."""
-    mig = {r["run_dir"]: r["mig"] for r in select_stage["jobs"].values()}
-    chosen = {r: "entangled" for r in select_stage["entangled"]}
-    chosen.update({r: "disentangled" for r in select_stage["disentangled"]})
-    return [{"run_dir": r["run_dir"], "seed": r["seed"], "mig": mig.get(r["run_dir"]), "selected": chosen.get(r["run_dir"])}
-            for r in sorted(restarts_stage["jobs"].values(), key=lambda r: r["seed"])]
+    chosen = {r: "entangled" for r in values.selected.get("entangled", [])}
+    chosen.update({r: "disentangled" for r in values.selected.get("disentangled", [])})
+    return [{"run_dir": r["run_dir"], "seed": r["seed"], "mig": values.restart_mig.get(r["run_dir"]),
+             "selected": chosen.get(r["run_dir"])}
+            for r in sorted(values.restarts, key=lambda r: r["seed"])]
 
 
-def control_entries(inputs: dict, runs: list[dict]) -> dict:
+def control_entries(values: StageValues, runs: list[dict]) -> dict:
     """The control pipeline's own part of the report inputs (docs/notes/control.md): its runs on the control
     variants (L1 ``rotated``, L3 ``mod-x<scale>``; the report's tables and verdicts stay over VARIANTS), their stores,
     and the partner m(w) was trained against (L2)."""
     from probe.pipeline.variants import is_control_variant
 
-    manipulate = inputs["manipulate"]["jobs"]["manipulate"]
-    rotated = inputs["rotated"]["jobs"]["rotated"]
+    manipulate, rotated = values.manipulation, values.rotated_store
     doses = {key: {"path": j["path"], "digest": j["digest"], "epsilon": j["epsilon"], "scale": j["scale"]}
-             for key, j in sorted(inputs["dose"]["jobs"].items())}
+             for key, j in sorted((values.dose_stores or {}).items())}
     return {"runs": [r for r in runs if is_control_variant(r["variant"])],
             "stores": {"rotated": {"path": rotated["path"], "digest": rotated["digest"],
                                    "rotation_deg": rotated["rotation_deg"]}, **doses},
-            "epsilon": inputs["apply"]["jobs"]["apply"].get("epsilon"),
+            "epsilon": values.mod_store.get("epsilon"),
             "partner": {"kind": manipulate.get("partner"), "entangled": manipulate.get("entangled"),
                         "disentangled": manipulate.get("disentangled")}}
 
 
-def report_inputs(inputs: dict, meta: dict, *, pipeline: str, runs: list[dict], restarts: list[dict] | None = None,
-                  robustness: list[dict] | None = None, linear_pca: dict | None = None,
-                  extra_provenance: dict | None = None) -> dict:
-    """The report_inputs dict of a run whose stages include store, manipulate, apply and noise (``inputs``: stage
-    name -> result); ``extra_provenance`` is added to the provenance entry (the audit's reference config)."""
+def report_inputs(values: StageValues, meta: dict, *, pipeline: str, runs: list[dict],
+                  restarts: list[dict] | None = None, robustness: list[dict] | None = None,
+                  linear_pca: dict | None = None, extra_provenance: dict | None = None) -> dict:
+    """The report_inputs dict of a run whose stages include store, manipulate, apply and noise, before the sections
+    ``probe.pipeline.report_data`` computes; ``extra_provenance`` is added to the provenance entry (the audit's
+    reference config)."""
     return {
         "pipeline": pipeline, "preset": meta.get("preset"), "dataset": meta.get("dataset"), "workdir": meta.get("workdir"),
         "provenance": {**provenance(meta), **(extra_provenance or {})},
-        "stores": stores(inputs),
+        "stores": stores(values),
         "restarts": restarts or [],
-        "manipulation": inputs["manipulate"]["jobs"]["manipulate"],
+        "manipulation": values.manipulation,
         "runs": runs,
         "robustness": robustness or [],
         "linear_pca": linear_pca,
