@@ -14,7 +14,6 @@ import csv
 import json
 import math
 import platform
-import time
 from pathlib import Path
 
 import numpy as np
@@ -143,7 +142,6 @@ class _Builder:
         self.seed = seed
         self.figures: list[Path] = []
         self.summary: dict = {"datasets": []}
-        self.started = time.time()
 
     def _label(self, inputs) -> str:
         return str(inputs.get("dataset") or "dataset")
