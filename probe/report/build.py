@@ -305,7 +305,7 @@ class _Builder:
         encoded = encoded_by_run(capture, model)
         if encoded:
             return regime_gate(encoded, num_factors, measure=CAPTURE_MEASURE)
-        why = (f"its runs were not encoded ({capture['unavailable']})" if "unavailable" in capture
+        why = (f"its runs were not encoded: {capture['unavailable']}" if "unavailable" in capture
                else "its orig runs could not be encoded")
         return regime_gate([], num_factors, missing=f"no posterior variance, and {why}")
 
