@@ -21,7 +21,7 @@ import numpy as np
 from probe.data import open_store
 from probe.metrics.information import discrete_entropy, discrete_mutual_info, histogram_discretize
 from probe.metrics.sampler import draw_train_test
-from probe.report.inputs import load_inputs, resolve_path
+from probe.report.schema import load_inputs, resolve_path
 
 
 def factor_capture(run_dir, store, num_train: int, seed: int) -> dict:

@@ -124,7 +124,7 @@ def test_level1_the_beta_vae_relies_on_the_rotated_store(tmp_path):
     from probe.pipeline import run_pipeline
     from probe.report.control import control_section
     from probe.report.document import Document
-    from probe.report.inputs import load_inputs
+    from probe.report.schema import load_inputs
 
     steps = 600
     overrides = {

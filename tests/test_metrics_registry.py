@@ -84,7 +84,7 @@ def test_a_metric_in_one_file_reaches_evaluation_and_the_report(toy_metric_file,
     workdir = tmp_path / "wd"
     workdir.mkdir()
     (workdir / "report_inputs.json").write_text(json.dumps({"dataset": "toy", "runs": runs}))
-    report = make_report(workdir, tmp_path / "report", load_runs=False)
+    report = make_report(workdir, tmp_path / "report")
     markdown = report["markdown"].read_text()
     table = markdown.split("### Code spread", 1)[1]
     assert "| toy | 0.35 ± 0.07 | 0.35 ± 0.07 | 0.35 ± 0.07 |" in table  # mean ± std of seeds 0 and 1

@@ -95,6 +95,21 @@ def test_smoke_completes_every_stage(smoke):
         assert cfg["seed"] == seed
 
 
+def test_report_rerenders_the_smoke_workdir_from_its_inputs_alone(smoke, tmp_path):
+    # issue 25: `probe report` imports no torch, model, trainer, perturb or pipeline code, and re-renders in seconds
+    # exactly the report the report stage wrote (pipelines' report.make_report = true)
+    from test_report_purity import RERENDER_SECONDS, render_in_subprocess
+
+    made = render_in_subprocess(smoke.workdir, tmp_path / "report")
+    assert made["proc"].returncode == 0, made["proc"].stderr[-3000:]
+    assert made["forbidden"] == [] and made["wall_s"] < RERENDER_SECONDS, (made["forbidden"], made["wall_s"])
+    staged = Path(smoke.results["report"]["jobs"]["report"]["report"]["markdown"]).parent
+    for name in ("report.md", "runs.csv", "summary.json"):
+        assert (tmp_path / "report" / name).read_bytes() == (staged / name).read_bytes(), name
+    md = (staged / "report.md").read_text()
+    assert "figures/traversals_dsprites.png" in md and "MIG recorded / recomputed" in md
+
+
 def test_smoke_keeps_final_weights_only_and_stays_under_200_mb(smoke):
     # issue 17: the smoke workdir was 1.2 GB (optimiser states, 1000-unit discriminators); the smoke preset keeps
     # only the final weights of every restart and retrained run (pipeline.keep_checkpoints), which evaluated as usual

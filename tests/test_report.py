@@ -1,4 +1,5 @@
-"""probe.report: statistics on constructed inputs, and a full report from a realistic fake workdir."""
+"""probe.report: statistics on constructed inputs, and a full report from a realistic fake workdir whose
+report_inputs.json gets the sections the pipeline's report stage computes (probe.pipeline.report_data)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from click.testing import CliRunner
 
 from probe.errors import UserError
 from probe.report import compare, make_report, verdict, welch_t_test
+from probe.report.schema import inputs_path, write_inputs
 from probe.report.stats import bootstrap_ci
 
 # -- statistics ------------------------------------------------------------------------------------
@@ -110,7 +112,10 @@ def _metrics(mig: float, rng, active: int = 4) -> dict:
 
 
 def write_fake_workdir(root, *, store_path=None, restart_dirs=None, robustness=True, seeds=(0, 1, 2), preset="quick",
-                       config=None) -> dict:
+                       config=None, computed=True) -> dict:
+    """A workdir with report_inputs.json around constructed metrics. ``computed``: add what the report stage computes
+    from the stores and run folders named (``add_report_data``; runs without a folder are recorded as not encoded),
+    as the pipeline does; without it, a file of schema 1."""
     rng = np.random.default_rng(0)
     root.mkdir(parents=True, exist_ok=True)
     runs = []
@@ -159,7 +164,12 @@ def write_fake_workdir(root, *, store_path=None, restart_dirs=None, robustness=T
         "robustness": rob,
         "linear_pca": None,
     }
-    (root / "report_inputs.json").write_text(json.dumps(inputs))
+    if computed:
+        from probe.pipeline.report_data import add_report_data
+
+        (root / "report-stage").mkdir()
+        inputs = add_report_data(inputs, root / "report-stage", root=root)
+    write_inputs(root, inputs)
     return inputs
 
 
@@ -181,8 +191,12 @@ def test_report_with_trained_restarts(tmp_path, trained_restarts):
     fig4 = workdir / "figure4.png"
     plt.imsave(fig4, np.random.default_rng(0).random((40, 120)))
     inputs["manipulation"]["figure4"] = str(fig4)
-    (workdir / "report_inputs.json").write_text(json.dumps(inputs))
-    out = make_report(workdir, tmp_path / "rep", nmi_samples=96)
+    write_inputs(workdir, inputs)
+    latents = inputs["restart_latents"]
+    assert [p["selected"] for p in latents["panels"]] == ["disentangled", "entangled"]
+    for panel in latents["panels"]:  # the report stage decoded each traversal into a PNG of 7 × 7 tiles of 16 px
+        assert _png_size(panel["traversal"])[:2] == (7 * 16, 7 * 16)
+    out = make_report(workdir, tmp_path / "rep")
     names = {p.name for p in out["figures"]}
     assert {"nmi_dsprites.png", "traversals_dsprites.png", "figure4_dsprites.png"} <= names
     summary = json.loads(out["summary"].read_text())
@@ -202,7 +216,7 @@ def test_report_with_trained_restarts(tmp_path, trained_restarts):
 
 
 def test_nmi_of_a_copied_factor_is_one():
-    from probe.report.latents import normalized_mutual_information
+    from probe.pipeline.report_data import normalized_mutual_information
 
     factors = np.stack(np.meshgrid(np.arange(4), np.arange(5), indexing="ij"), -1).reshape(-1, 2)
     factors = np.repeat(factors, 10, 0)
@@ -277,7 +291,7 @@ def test_report_missing_pieces_and_rerun(tmp_path):
     inputs["restarts"] = []
     inputs["manipulation"] = None
     inputs["runs"] = [r for r in inputs["runs"] if r["variant"] != "noise"]
-    (workdir / "report_inputs.json").write_text(json.dumps(inputs))
+    write_inputs(workdir, inputs)
     out = make_report(workdir)
     md = out["markdown"].read_text()
     assert out["markdown"].parent == workdir / "report"
@@ -292,10 +306,10 @@ def test_report_missing_pieces_and_rerun(tmp_path):
 def test_report_user_errors(tmp_path):
     with pytest.raises(UserError, match="report_inputs.json"):
         make_report(tmp_path)
-    (tmp_path / "report_inputs.json").write_text("{not json")
+    inputs_path(tmp_path).write_text("{not json")
     with pytest.raises(UserError, match="not valid JSON"):
         make_report(tmp_path)
-    (tmp_path / "report_inputs.json").write_text(json.dumps({"runs": [{"model": "x", "variant": "bogus"}]}))
+    inputs_path(tmp_path).write_text(json.dumps({"runs": [{"model": "x", "variant": "bogus"}]}))
     with pytest.raises(UserError, match="variant"):
         make_report(tmp_path)
     wd = tmp_path / "wd"
@@ -315,14 +329,15 @@ def test_report_cli(tmp_path):
 
     wd = tmp_path / "wd"
     write_fake_workdir(wd, robustness=False)
-    res = CliRunner().invoke(cli, ["report", str(wd), "--out", str(tmp_path / "r"), "--no-load-runs"])
+    res = CliRunner().invoke(cli, ["report", str(wd), "--out", str(tmp_path / "r")])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "r" / "report.html").exists()
-    assert "not computed" in (tmp_path / "r" / "report.md").read_text()
+    assert "could not be encoded" in (tmp_path / "r" / "report.md").read_text()  # the fake runs have no folders
 
 
 def test_untrained_runs_rule():
-    from probe.report.inputs import mean_image_mse, untrained_runs
+    from probe.pipeline.report_data import mean_image_mse
+    from probe.report.inputs import untrained_runs
 
     images = np.stack([np.zeros((4, 4, 1), np.uint8), np.full((4, 4, 1), 255, np.uint8)])
     assert mean_image_mse(images) == pytest.approx(0.25)  # mean image 0.5 everywhere
@@ -339,18 +354,18 @@ def test_untrained_runs_rule():
 
 def test_report_flags_a_model_that_did_not_train(tmp_path, make_toy_store):
     from probe.data import open_store
-    from probe.report.inputs import mean_image_mse
+    from probe.pipeline.report_data import mean_image_mse
 
     store = make_toy_store()
     workdir = tmp_path / "wd"
     write_fake_workdir(workdir, store_path=store.path)
-    inputs_path = workdir / "report_inputs.json"
-    inputs = json.loads(inputs_path.read_text())
+    inputs = json.loads(inputs_path(workdir).read_text())
     baseline = mean_image_mse(open_store(store.path).load_numpy())
+    assert inputs["stores"]["orig"]["mean_image_mse"] == pytest.approx(baseline)  # the stage's, all 96 images
     for r in inputs["runs"]:  # beta-vae's orig runs reconstruct no better than the mean image
         if r["model"] == "beta-vae" and r["variant"] == "orig":
             r["metrics"]["reconstruction"]["mse"] = baseline
-    inputs_path.write_text(json.dumps(inputs))
+    inputs_path(workdir).write_text(json.dumps(inputs))
     out = make_report(workdir, tmp_path / "rep")
     labels = {m: v["label"] for m, v in json.loads(out["summary"].read_text())["datasets"][0]["models"].items()}
     assert labels["beta-vae"] == "did not train"  # not "relies on local structure", as without the guard
@@ -363,7 +378,7 @@ def test_report_flags_a_model_that_did_not_train(tmp_path, make_toy_store):
 
 def _add_alignment_and_coverage(workdir) -> dict:
     """Constructed alignment numbers: beta-vae's mod runs sit near the entangled restart, PCL's do not."""
-    path = workdir / "report_inputs.json"
+    path = inputs_path(workdir)
     inputs = json.loads(path.read_text())
     for r in inputs["runs"]:
         towards_ent = r["model"] == "beta-vae" and r["variant"] == "mod"
@@ -388,7 +403,7 @@ def test_runs_csv_summary_numbers_table1_alignment_coverage(tmp_path):
     workdir = tmp_path / "wd"
     write_fake_workdir(workdir)
     inputs = _add_alignment_and_coverage(workdir)
-    out = make_report(workdir, tmp_path / "rep", load_runs=False)
+    out = make_report(workdir, tmp_path / "rep")
     md = out["markdown"].read_text()
 
     # runs.csv: header + one row per run × metric present (+ alignment numbers where present)
@@ -443,7 +458,7 @@ def test_runs_csv_summary_numbers_table1_alignment_coverage(tmp_path):
 def test_report_without_alignment_coverage_or_mig(tmp_path):
     workdir = tmp_path / "wd"
     write_fake_workdir(workdir, robustness=False)
-    out = make_report(workdir, tmp_path / "rep", load_runs=False, primary_metric="dci_d")
+    out = make_report(workdir, tmp_path / "rep", primary_metric="dci_d")
     md = out["markdown"].read_text()
     assert "Alignment with the selected restarts" not in md
     assert "is non-zero" not in md

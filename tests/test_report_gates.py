@@ -102,12 +102,13 @@ def test_factor_capture_of_a_copied_factor():
 
 def test_report_gates_label_models_instead_of_verdicts(tmp_path):
     from probe.report import make_report
+    from probe.report.schema import write_inputs
     from test_report import write_fake_workdir
 
     # no store on disk: the number of factors comes from the recorded store config (size-1 factors do not count)
     config = {"store": {"factor_sizes": [1, 10, 10, 10, 4, 4, 4]}, "retrain": {"train": {"steps": 3000}}}
     workdir = tmp_path / "wd"
-    inputs = write_fake_workdir(workdir, robustness=False, seeds=(0, 1, 2, 3, 4), config=config)
+    inputs = write_fake_workdir(workdir, robustness=False, seeds=(0, 1, 2, 3, 4), config=config, computed=False)
     for r in inputs["runs"]:
         active = {"beta-vae": 6, "ae": 2}.get(r["model"])
         if r["model"] == "beta-vae" and r["variant"] == "noise":  # noise alone collapses it
@@ -116,14 +117,16 @@ def test_report_gates_label_models_instead_of_verdicts(tmp_path):
             del r["metrics"]["active_units"]
         else:
             r["metrics"]["active_units"]["active_units"] = active
-    (workdir / "report_inputs.json").write_text(json.dumps(inputs))
-    out = make_report(workdir, tmp_path / "rep", load_runs=False)
+    write_inputs(workdir, inputs)
+    out = make_report(workdir, tmp_path / "rep")
     md = out["markdown"].read_text()
     models = json.loads(out["summary"].read_text())["datasets"][0]["models"]
     assert models["beta-vae"]["label"] == "noise control failed"
     assert models["ae"]["label"] == "outside the paper's regime (2 of 6 factors encoded)"
     assert models["pcl"]["gates"]["regime"]["status"] == "not checked"
-    assert "run loading disabled" in models["pcl"]["gates"]["regime"]["reason"]
+    # an inputs file without the report stage's factor capture (schema 1): pcl is not gated, and the reason says why
+    reason = models["pcl"]["gates"]["regime"]["reason"]
+    assert "its runs were not encoded: report_inputs.json has no 'factor_capture'" in reason
     verdict_rows = md.split("## Verdicts", 1)[1].split("\n## ", 1)[0]
     beta_row = next(line for line in verdict_rows.splitlines() if line.startswith("| dsprites | beta-vae |"))
     assert "relies" not in beta_row and "no drop larger" not in beta_row and "unaffected" not in beta_row
@@ -135,7 +138,7 @@ def test_report_gates_label_models_instead_of_verdicts(tmp_path):
     # the gates table lists active latents per seed, and the capture section says why it is missing
     assert "| dsprites | ae | 6 | 2, 2, 2, 2, 2 | 2, 2, 2, 2, 2 | 2, 2, 2, 2, 2 |" in md
     assert "— (no posterior variance)" in md
-    assert "Not computed: the report was built with run loading disabled" in md
+    assert "Not computed: report_inputs.json has no 'factor_capture' (written before schema 2" in md
 
 
 def test_run_capture_reproduces_the_evaluated_mig(tmp_path):
@@ -143,7 +146,7 @@ def test_run_capture_reproduces_the_evaluated_mig(tmp_path):
 
     from probe.data import open_store
     from probe.perturb import evaluate_run
-    from probe.report.capture import run_capture
+    from probe.pipeline.report_data import run_capture
 
     store, (run,) = toy_dsprites_restarts(tmp_path, steps=10, count=1)
     sample = {"seed": 3, "num_train": 200, "num_test": 50, "draw_batch_size": 16, "num_bins": 20}

@@ -24,6 +24,10 @@ SMALL_SAMPLE_SETTINGS = {"num_train": 2000, "num_test": 1000}
 # ... then each metric's own settings (MetricSpec.settings, in metric order), then how to run.
 RUNTIME_SETTINGS = {"encode_batch_size": 2048, "n_jobs": -1, "device": None}
 
+# The report key the verdicts rest on unless told otherwise (``probe report --primary-metric``): MIG, the metric of
+# Zietlow et al. 2021's Table 1. The one place the choice is made; the report and the audit default to it.
+PRIMARY_METRIC = "mig"
+
 # What a metric may need from the encoder -> the reason recorded under "skipped" when it is missing.
 REQUIREMENTS = {
     "variance": "the model has no posterior variance",

@@ -102,9 +102,11 @@ def _publish(workdir: Path, results: dict) -> None:
     """Copy the report stage's report_inputs.json to WORKDIR when it is missing (a cached report)."""
     import shutil
 
+    from probe.report.schema import inputs_path
+
     report = results.get("report") or {}
     src = report.get("jobs", {}).get("report", {}).get("report_inputs") if isinstance(report, dict) else None
-    dst = workdir / "report_inputs.json"
+    dst = inputs_path(workdir)
     if src and Path(src).exists() and not dst.exists():
         shutil.copyfile(src, dst)
 

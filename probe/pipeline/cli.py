@@ -65,7 +65,9 @@ def run(name, preset, workdir, scheduler, workers, until, force, sets, quiet):
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     if not quiet:
-        report = result.workdir / "report_inputs.json"
+        from probe.report.schema import inputs_path
+
+        report = inputs_path(result.workdir)
         if report.exists():
             click.echo(f"report inputs: {report}")
 

@@ -1,6 +1,8 @@
-"""``report_inputs.json`` (contract: docs/notes/INTERFACES.md; read by probe.report.inputs), built from
-the results of the stages that feed it. The modify pipelines' report stage and the audit stage both
-write it through ``report_inputs``.
+"""Building ``report_inputs.json`` (the file's name, schema, reader and writer: ``probe.report.schema``; contract:
+docs/notes/INTERFACES.md) from the results of the stages that feed it. The modify pipelines' report stage and the
+audit stage both build it here: each pulls what it needs out of its input stages' results into ``StageValues``
+(plain values, in one function per stage), ``report_inputs`` assembles the dict, and ``probe.pipeline.report_data``
+adds what must be computed from stores and models.
 
 ``meta`` is what ``run_pipeline`` knows about the run (pipeline, preset, dataset, workdir, config,
 code_version, started, t0); ``probe audit --plan`` builds stages with only ``workdir``, hence ``get``.
@@ -9,12 +11,38 @@ code_version, started, t0); ``probe audit --plan`` builds stages with only ``wor
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from probe.pipeline.stages.alignment import alignment_entry
+from probe.pipeline.stages.dose import DoseStore
+from probe.pipeline.stages.face import StoreResult, TrainedRun
+from probe.pipeline.stages.manipulate import ManipulateResult
+from probe.pipeline.stages.rotated import RotatedResult
+from probe.pipeline.stages.select import SelectResult
+from probe.pipeline.stages.store import OrigStoreResult
 from probe.pipeline.workdir import plan_legs
 
 RUN_FIELDS = ("model", "variant", "seed", "run_dir", "hyperparameter", "curve")
+
+
+@dataclass
+class StageValues:
+    """What report_inputs.json is built from: the input stages' results, typed by their stage modules
+    (``<stage>.result(inputs)``, probe.pipeline.stages.face)."""
+
+    orig_store: OrigStoreResult      # store
+    mod_store: StoreResult           # apply: path, digest, epsilon
+    noise_store: StoreResult         # noise: path, digest, epsilon
+    manipulation: ManipulateResult   # manipulate (dir, losses, figure4, coverage, the pair m was trained on)
+    retrain: dict[str, TrainedRun]   # retrain: training job key -> run
+    evaluate: dict[str, dict]        # evaluate: training job key -> {"metrics", alignment}
+    restarts: list[TrainedRun] = field(default_factory=list)
+    selection: SelectResult | None = None
+    robustness: dict[str, TrainedRun] = field(default_factory=dict)  # each run's record holds metrics, alignment
+    linear_pca: dict | None = None   # the linear-pca stage's analysis
+    rotated_store: RotatedResult | None = None    # control pipeline: rotated
+    dose_stores: dict[str, DoseStore] | None = None  # control pipeline: dose variant -> its store
 
 
 def provenance(meta: dict) -> dict:
@@ -30,66 +58,64 @@ def provenance(meta: dict) -> dict:
             "wall_time_s": sum(leg["wall_time_s"] for leg in legs), "legs": legs, "config": meta.get("config")}
 
 
-def stores(inputs: dict) -> dict:
+def stores(values: StageValues) -> dict:
     """The three stores (orig from the store stage, mod from apply, noise from noise)."""
-    store = inputs["store"]["jobs"]["store"]
-    return {"orig": {"path": store["path"], "digest": store["digest"]},
-            "mod": inputs["apply"]["jobs"]["apply"], "noise": inputs["noise"]["jobs"]["noise"]}
+    return {"orig": values.orig_store.entry(),
+            **{name: {**store.entry(), "epsilon": store.epsilon}
+               for name, store in (("mod", values.mod_store), ("noise", values.noise_store))}}
 
 
-def run_entries(train_stage: dict, evaluate_stage: dict, *, alignment: bool = True) -> list[dict]:
-    """One entry per trained run (in job-key order) with its evaluated metrics and, with ``alignment``,
-    its alignment with the selected restarts."""
-    evaluated = {e["run"]: e for e in evaluate_stage["jobs"].values()}
-    return [{k: r[k] for k in RUN_FIELDS} | {"metrics": evaluated[key]["metrics"]["metrics"]}
-            | (alignment_entry(evaluated[key]) if alignment else {})
-            for key, r in sorted(train_stage["jobs"].items())]
+def run_entries(retrain: dict[str, TrainedRun], evaluate: dict[str, dict], *, alignment: bool = True) -> list[dict]:
+    """One entry per trained run (in job-key order) with its evaluated metrics (``evaluate``: training job key ->
+    evaluation) and, with ``alignment``, its alignment with the selected restarts."""
+    return [run.entry(RUN_FIELDS) | {"metrics": evaluate[key]["metrics"]["metrics"]}
+            | (alignment_entry(evaluate[key]) if alignment else {})
+            for key, run in sorted(retrain.items())]
 
 
-def robustness_entries(robustness_stage: dict) -> list[dict]:
+def robustness_entries(robustness: dict[str, TrainedRun]) -> list[dict]:
     """The robustness runs (trained and evaluated in one job), in job-key order."""
-    return [{k: r[k] for k in (*RUN_FIELDS, "scale")} | {"metrics": r["metrics"]["metrics"]} | alignment_entry(r)
-            for _key, r in sorted(robustness_stage["jobs"].items())]
+    return [run.entry((*RUN_FIELDS, "scale")) | {"metrics": run.raw["metrics"]["metrics"]} | alignment_entry(run.raw)
+            for _key, run in sorted(robustness.items())]
 
 
-def restart_entries(restarts_stage: dict, select_stage: dict) -> list[dict]:
+def restart_entries(values: StageValues) -> list[dict]:
     """The restarts in seed order with their MIG and whether the select stage chose them."""
-    mig = {r["run_dir"]: r["mig"] for r in select_stage["jobs"].values()}
-    chosen = {r: "entangled" for r in select_stage["entangled"]}
-    chosen.update({r: "disentangled" for r in select_stage["disentangled"]})
-    return [{"run_dir": r["run_dir"], "seed": r["seed"], "mig": mig.get(r["run_dir"]), "selected": chosen.get(r["run_dir"])}
-            for r in sorted(restarts_stage["jobs"].values(), key=lambda r: r["seed"])]
+    selection = values.selection
+    chosen = selection.chosen() if selection else {}
+    restart_mig = selection.restart_mig if selection else {}
+    return [{"run_dir": r.run_dir, "seed": r.seed, "mig": restart_mig.get(r.run_dir), "selected": chosen.get(r.run_dir)}
+            for r in sorted(values.restarts, key=lambda r: r.seed)]
 
 
-def control_entries(inputs: dict, runs: list[dict]) -> dict:
+def control_entries(values: StageValues, runs: list[dict]) -> dict:
     """The control pipeline's own part of the report inputs (docs/notes/control.md): its runs on the control
     variants (L1 ``rotated``, L3 ``mod-x<scale>``; the report's tables and verdicts stay over VARIANTS), their stores,
     and the partner m(w) was trained against (L2)."""
     from probe.pipeline.variants import is_control_variant
 
-    manipulate = inputs["manipulate"]["jobs"]["manipulate"]
-    rotated = inputs["rotated"]["jobs"]["rotated"]
-    doses = {key: {"path": j["path"], "digest": j["digest"], "epsilon": j["epsilon"], "scale": j["scale"]}
-             for key, j in sorted(inputs["dose"]["jobs"].items())}
+    manipulate, rotated = values.manipulation, values.rotated_store
+    doses = {key: {**j.entry(), "epsilon": j.epsilon, "scale": j.scale}
+             for key, j in sorted((values.dose_stores or {}).items())}
     return {"runs": [r for r in runs if is_control_variant(r["variant"])],
-            "stores": {"rotated": {"path": rotated["path"], "digest": rotated["digest"],
-                                   "rotation_deg": rotated["rotation_deg"]}, **doses},
-            "epsilon": inputs["apply"]["jobs"]["apply"].get("epsilon"),
-            "partner": {"kind": manipulate.get("partner"), "entangled": manipulate.get("entangled"),
-                        "disentangled": manipulate.get("disentangled")}}
+            "stores": {"rotated": {**rotated.entry(), "rotation_deg": rotated.rotation_deg}, **doses},
+            "epsilon": values.mod_store.epsilon,
+            "partner": {"kind": manipulate.partner, "entangled": manipulate.entangled,
+                        "disentangled": manipulate.disentangled}}
 
 
-def report_inputs(inputs: dict, meta: dict, *, pipeline: str, runs: list[dict], restarts: list[dict] | None = None,
-                  robustness: list[dict] | None = None, linear_pca: dict | None = None,
-                  extra_provenance: dict | None = None) -> dict:
-    """The report_inputs dict of a run whose stages include store, manipulate, apply and noise (``inputs``: stage
-    name -> result); ``extra_provenance`` is added to the provenance entry (the audit's reference config)."""
+def report_inputs(values: StageValues, meta: dict, *, pipeline: str, runs: list[dict],
+                  restarts: list[dict] | None = None, robustness: list[dict] | None = None,
+                  linear_pca: dict | None = None, extra_provenance: dict | None = None) -> dict:
+    """The report_inputs dict of a run whose stages include store, manipulate, apply and noise, before the sections
+    ``probe.pipeline.report_data`` computes; ``extra_provenance`` is added to the provenance entry (the audit's
+    reference config)."""
     return {
         "pipeline": pipeline, "preset": meta.get("preset"), "dataset": meta.get("dataset"), "workdir": meta.get("workdir"),
         "provenance": {**provenance(meta), **(extra_provenance or {})},
-        "stores": stores(inputs),
+        "stores": stores(values),
         "restarts": restarts or [],
-        "manipulation": inputs["manipulate"]["jobs"]["manipulate"],
+        "manipulation": values.manipulation.record,
         "runs": runs,
         "robustness": robustness or [],
         "linear_pca": linear_pca,

@@ -2,7 +2,8 @@
 probe.pipeline.stages.stores).
 
 ``VARIANTS`` (orig, mod, noise) are the paper's three (§5.1, §5.2): every report's tables and verdicts are over
-them, and the report reads runs by these names (probe.report.inputs imports them from here). The control pipeline
+them. The names and the dose-variant naming live in ``probe.data.variants`` (below the pipeline and the report, which
+reads runs by them); this module adds the variants the pipeline can make stores of and checks a name. The control pipeline
 (pipelines/modify-control.toml, docs/notes/control.md) trains on two more kinds, ``CONTROL_VARIANTS``:
 
 * ``rotated`` (L1): the store rendered from the factors rotated before rendering (stage ``rotated``): a known
@@ -12,27 +13,11 @@ them, and the report reads runs by these names (probe.report.inputs imports them
 
 from __future__ import annotations
 
+from probe.data.variants import DOSE_PREFIX, VARIANTS, dose_scale, dose_variant  # noqa: F401 - re-exported
 from probe.errors import UserError
 
-VARIANTS = ("orig", "mod", "noise")
-STORE_VARIANTS = ("orig", "mod", "noise", "rotated")   # each made by one stage (and the dose variants)
-DOSE_PREFIX = "mod-x"
+STORE_VARIANTS = VARIANTS + ("rotated",)   # each made by one stage (and the dose variants): stages/stores.py
 CONTROL_VARIANTS = ("rotated",)  # and every dose variant, dose_variant(scale)
-
-
-def dose_variant(scale: float) -> str:
-    """The variant name of the manipulation applied at ``scale`` × ε (``mod-x0.5``)."""
-    return f"{DOSE_PREFIX}{float(scale):g}"
-
-
-def dose_scale(variant: str) -> float | None:
-    """The ε scale of a dose variant, None for any other variant."""
-    if not variant.startswith(DOSE_PREFIX):
-        return None
-    try:
-        return float(variant[len(DOSE_PREFIX):])
-    except ValueError:
-        return None
 
 
 def is_control_variant(variant: str) -> bool:

@@ -1,8 +1,9 @@
 """The report's "why" data (Zietlow et al. 2021 §3.3, Fig. 1): does a decoder align with the local
 principal directions of the data it was trained on rather than with the global ones?
 
-``why_inputs(inputs)`` is called by ``job_report`` (probe.pipeline.stages.report) with the report stage's
-``ctx.inputs`` and returns the ``"why"`` entry of report_inputs.json (schema: docs/notes/INTERFACES.md):
+``why_inputs(values)`` is called by ``job_report`` (probe.pipeline.stages.report) with the report stage's
+``StageValues`` (probe.pipeline.report_inputs) and returns the ``"why"`` entry of report_inputs.json (schema:
+docs/notes/INTERFACES.md):
 for the selected entangled/disentangled restarts (trained on orig) and the retrained beta-vae and pcl
 runs on orig and mod, ``probe.analysis.local_alignment_of_run`` on the run's own training store; and
 the change of the global PCA structure from orig to mod (``probe.analysis.global_pca_change``).
@@ -23,21 +24,24 @@ _KEEP = ("model", "num_active", "num_anchors", "neighbours", "neighbourhood", "d
          "jacobian_v_perm_error_mean", "note")
 
 
-def why_inputs(inputs: dict, settings: dict | None = None) -> dict:
+def why_inputs(values, settings: dict | None = None) -> dict:
     from probe.analysis import global_pca_change, local_alignment_of_run
     from probe.data import open_store
 
     s = {**WHY_SETTINGS, **(settings or {})}
     started = time.time()
-    paths = {"orig": inputs["store"]["jobs"]["store"]["path"], "mod": inputs["apply"]["jobs"]["apply"]["path"]}
+    paths = {"orig": values.orig_store.path, "mod": values.mod_store.path}
     stores = {}
     entries = []
-    restart_seed = {r["run_dir"]: r.get("seed") for r in inputs["restarts"]["jobs"].values()}
-    todo = [("restart", "entangled", "orig", restart_seed.get(d), d) for d in inputs["select"]["entangled"]]
-    todo += [("restart", "disentangled", "orig", restart_seed.get(d), d) for d in inputs["select"]["disentangled"]]
-    for _key, r in sorted(inputs["retrain"]["jobs"].items()):
-        if r["model"] in WHY_MODELS and r["variant"] in WHY_VARIANTS:
-            todo.append((r["model"], None, r["variant"], r["seed"], r["run_dir"]))
+    restart_seed = {r.run_dir: r.seed for r in values.restarts}
+    selection = values.selection
+    todo = [("restart", role, "orig", restart_seed.get(d), d)
+            for role, dirs in (("entangled", selection.entangled if selection else []),
+                               ("disentangled", selection.disentangled if selection else []))
+            for d in dirs]
+    for _key, r in sorted(values.retrain.items()):
+        if r.model in WHY_MODELS and r.variant in WHY_VARIANTS:
+            todo.append((r.model, None, r.variant, r.seed, r.run_dir))
     for model, role, variant, seed, run_dir in todo:
         entry = {"model": model, "role": role, "variant": variant, "seed": seed, "run_dir": run_dir}
         try:

@@ -1,9 +1,11 @@
 """``make_report``: report_inputs.json (one or more workdirs) -> Markdown + HTML + PNG figures.
 
-Layout of the output folder: ``report.md``, ``report.html`` (self-contained), ``figures/*.png``,
-``summary.json`` (the numbers behind the tables and verdicts). Missing pieces of the inputs
-(no robustness runs, no restarts, unloadable run directories, no linear-PCA result) are stated in
-the report instead of failing it.
+A pure function of report_inputs.json (``probe.report.schema``) and the files it names (training logs, the
+manipulation's losses and Figure 4, the restarts' traversal PNGs): it opens no store and loads no model; what needs
+them was computed by the pipeline's report stage (probe.pipeline.report_data). Layout of the output folder:
+``report.md``, ``report.html`` (self-contained), ``figures/*.png``, ``summary.json`` (the numbers behind the tables
+and verdicts), ``runs.csv``. Missing pieces of the inputs (no robustness runs, no restarts, restarts that could not
+be loaded, no linear-PCA result, sections of an older file) are stated in the report instead of failing it.
 """
 
 from __future__ import annotations
@@ -11,25 +13,28 @@ from __future__ import annotations
 import csv
 import json
 import math
-import time
+import platform
 from pathlib import Path
 
 import numpy as np
 
+from probe.data.variants import VARIANTS
 from probe.errors import UserError
+from probe.metrics.registry import PRIMARY_METRIC
 from probe.report import figures as fig
 from probe.report import paper
-from probe.report.capture import capture_runs, encoded_by_run, mig_sample_settings, summarise_capture
+from probe.report.capture import capture_of, encoded_by_run, summarise_capture
 from probe.report.control import control_section
 from probe.report.document import Document
 from probe.report.gates import (
     ACTIVE_VARIANCE, CAPTURE_MEASURE, CAPTURE_THRESHOLD, GATE_RULE, failed_gate, noise_gate, regime_gate,
 )
 from probe.report.inputs import (
-    ALIGNMENT_TARGETS, TIDY_COLUMNS, UNTRAINED_FRACTION, VARIANTS, active_latent_count, alignment_value, group_stats,
-    load_inputs, mean_image_mse, metric_label, metric_value, model_order, present_metrics, resolve_path,
-    seeded_values_by_group, tidy_rows, untrained_runs, values_by_group, verdict_metrics,
+    ALIGNMENT_TARGETS, TIDY_COLUMNS, UNTRAINED_FRACTION, active_latent_count, alignment_value, group_stats,
+    metric_label, metric_value, model_order, present_metrics, seeded_values_by_group, tidy_rows, untrained_runs,
+    values_by_group, verdict_metrics,
 )
+from probe.report.schema import load_inputs, missing_section, resolve_path, store_fact
 from probe.report.stats import ALPHA, MARGIN, compare, holm_adjust, verdict, verdict_rule_text, welch_t_test
 from probe.report.why import linear_pca_judgement, status_cell, why_section
 
@@ -83,11 +88,10 @@ def _check_out_dir(out_dir: Path) -> None:
         raise UserError(f"the folder {out_dir.parent} does not exist; create it first")
 
 
-def make_report(workdir, out_dir=None, *, primary_metric: str = "mig", load_runs: bool = True,
-                nmi_samples: int = 2000, seed: int = 0) -> dict:
+def make_report(workdir, out_dir=None, *, primary_metric: str = PRIMARY_METRIC, seed: int = 0) -> dict:
     """Write the report for ``workdir`` (or a list of workdirs: one column group per dataset) into
-    ``out_dir`` (default ``WORKDIR/report``). Returns {"markdown", "html", "figures", "summary"} paths.
-    ``load_runs``: load restart models from their run dirs for NMI heatmaps and traversals."""
+    ``out_dir`` (default ``WORKDIR/report``). Returns {"markdown", "html", "figures", "summary", "csv"} paths.
+    ``seed``: the bootstrap's (the image samples behind the inputs were drawn by the pipeline)."""
     from probe.provenance import atomic_path
 
     workdirs = [workdir] if isinstance(workdir, (str, Path)) else list(workdir)
@@ -102,8 +106,7 @@ def make_report(workdir, out_dir=None, *, primary_metric: str = "mig", load_runs
     with atomic_path(out_dir, overwrite=True) as tmp:
         tmp.mkdir()
         (tmp / "figures").mkdir()
-        builder = _Builder(all_inputs, tmp, primary_metric=primary_metric, load_runs=load_runs,
-                           nmi_samples=nmi_samples, seed=seed)
+        builder = _Builder(all_inputs, tmp, primary_metric=primary_metric, seed=seed)
         # a smoke run's figures must not pass for results when one is looked at alone (issue 23)
         smoke = any(i.get("preset") == "smoke" for i in all_inputs)
         with fig.figure_label(SMOKE_FIGURE_LABEL if smoke else None):
@@ -131,17 +134,14 @@ def write_runs_csv(all_inputs: list[dict], path: Path) -> Path:
 
 
 class _Builder:
-    def __init__(self, all_inputs, out, *, primary_metric, load_runs, nmi_samples, seed):
+    def __init__(self, all_inputs, out, *, primary_metric, seed):
         self.all_inputs = all_inputs
         self.out = out
         self.fig_dir = out / "figures"
         self.primary = primary_metric
-        self.load_runs = load_runs
-        self.nmi_samples = nmi_samples
         self.seed = seed
         self.figures: list[Path] = []
         self.summary: dict = {"datasets": []}
-        self.started = time.time()
 
     def _label(self, inputs) -> str:
         return str(inputs.get("dataset") or "dataset")
@@ -162,7 +162,7 @@ class _Builder:
                  "(**orig**), on data with the learned adversarial manipulation m(w) (**mod**, Zietlow et al. 2021 "
                  "§4.4) and on data with uniform noise of the same magnitude (**noise**, §5.2). A method that relies "
                  "on the local variance structure loses disentanglement on mod but not on noise.")
-        self.capture = {self._label(i): self._factor_capture(i) for i in self.all_inputs}
+        self.capture = {self._label(i): capture_of(i) for i in self.all_inputs}
         self._verdicts(doc)
         self._control(doc)
         self._gates_table(doc)
@@ -301,10 +301,11 @@ class _Builder:
         active = [a for _, a in self._active_by_variant(inputs, model).get("orig", [])]
         if any(a is not None for a in active):
             return regime_gate(active, num_factors)
-        encoded = encoded_by_run(self.capture.get(self._label(inputs)), model)
+        capture = self.capture.get(self._label(inputs)) or {}
+        encoded = encoded_by_run(capture, model)
         if encoded:
             return regime_gate(encoded, num_factors, measure=CAPTURE_MEASURE)
-        why = ("its runs were not encoded: report built with run loading disabled" if not self.load_runs
+        why = (f"its runs were not encoded: {capture['unavailable']}" if "unavailable" in capture
                else "its orig runs could not be encoded")
         return regime_gate([], num_factors, missing=f"no posterior variance, and {why}")
 
@@ -345,14 +346,6 @@ class _Builder:
             doc.table(["dataset", "model", "factors", "active latents orig (per seed)", "mod", "noise",
                        f"orig factors encoded (best normalised MI ≥ {CAPTURE_THRESHOLD}), per seed", "regime gate",
                        "noise-control gate"], rows)
-
-    def _factor_capture(self, inputs) -> dict:
-        """``capture.capture_runs`` of one workdir, or {"unavailable": why}."""
-        if not self.load_runs:
-            return {"unavailable": "the report was built with run loading disabled (`--no-load-runs`)"}
-        if not inputs["runs"]:
-            return {"unavailable": "the inputs hold no retrained runs"}
-        return capture_runs(inputs, mig_sample_settings(inputs))
 
     def _capture_section(self, doc: Document):
         doc.heading("Which factors each run encodes (per-factor MIG gap)")
@@ -412,22 +405,11 @@ class _Builder:
         self.summary["factor_capture"] = summary
 
     def _untrained(self, inputs) -> list[dict]:
-        """Orig and mod runs that did not learn to reconstruct (``inputs.untrained_runs``); the mean-image MSE
-        of those two stores is measured on up to 10,000 images each (noise runs do not enter the verdict, so
-        the noise store is not read). Stores that cannot be read are not judged."""
-        from probe.data import open_store
-
-        baselines = {}
-        stores = inputs.get("stores") or {}
-        for variant in ("orig", "mod"):
-            path = resolve_path(inputs, (stores.get(variant) or {}).get("path"))
-            if path is None or not path.exists():
-                continue
-            store = open_store(path)
-            n = min(store.num_images, 10_000)
-            index = np.sort(np.random.RandomState(self.seed).choice(store.num_images, n, replace=False))
-            baselines[variant] = mean_image_mse(store.read(index))
-        return untrained_runs(inputs["runs"], baselines)
+        """Orig and mod runs that did not learn to reconstruct (``inputs.untrained_runs``) against the mean-image
+        MSE of those two stores, which the report stage measured on up to 10,000 images each (noise runs do not
+        enter the verdict). Stores without a recorded baseline are not judged."""
+        baselines = {v: store_fact(inputs, v, "mean_image_mse") for v in ("orig", "mod")}
+        return untrained_runs(inputs["runs"], {v: b for v, b in baselines.items() if b is not None})
 
     # -- Table 1/3/4/5 ------------------------------------------------------------------------------
     def _present(self) -> list[str]:
@@ -571,17 +553,8 @@ class _Builder:
     # -- Fig. 5 ---------------------------------------------------------------------------------------
     def _num_factors(self, inputs) -> int | None:
         """Factors with more than one value in the orig store (dSprites' single colour is no factor a code can
-        encode); from the store, else from the recorded store config; None when neither says."""
-        store = (inputs.get("stores") or {}).get("orig") or {}
-        path = resolve_path(inputs, store.get("path"))
-        sizes = None
-        if path is not None and path.exists():
-            try:
-                from probe.data import open_store
-
-                sizes = open_store(path).factor_sizes
-            except Exception:  # an unreadable store only costs the gates and the over-pruning filter
-                pass
+        encode); from the store's recorded facts, else from the recorded store config; None when neither says."""
+        sizes = store_fact(inputs, "orig", "factor_sizes")
         config = (inputs.get("provenance") or {}).get("config") or {}
         sizes = sizes if sizes is not None else (config.get("store") or {}).get("factor_sizes")
         if sizes is not None:
@@ -713,46 +686,40 @@ class _Builder:
         if not selected:
             doc.para("No restart is marked entangled/disentangled.")
             return
-        if not self.load_runs:
-            doc.para("NMI heatmaps and traversals were not computed (report built with run loading disabled).")
+        latents = inputs.get("restart_latents")
+        if not latents:
+            doc.para(f"NMI heatmaps and latent traversals are not available: {missing_section('restart_latents')}.")
             return
-        try:
-            panels, traversals, factor_names = self._restart_panels(inputs, selected)
-        except Exception as exc:  # missing trainer, missing checkpoint, unreadable store: say so
+        if "unavailable" in latents:
             doc.para(f"NMI heatmaps and latent traversals are not available: the selected restarts could not be "
-                     f"loaded ({type(exc).__name__}: {exc}).")
-            self.summary.setdefault("restarts_unavailable", {})[name] = f"{type(exc).__name__}: {exc}"
+                     f"loaded ({latents['unavailable']}).")
+            self.summary.setdefault("restarts_unavailable", {})[name] = latents["unavailable"]
             return
-        path = fig.nmi_heatmaps(panels, factor_names, self._figure(f"nmi_{name}.png"))
-        doc.image(path, f"Normalised mutual information I(w_k; z_j)/H(w_k) (20-bin histograms of the posterior means, "
-                        f"{self.nmi_samples} images) of the selected restarts on {name}.")
-        path = fig.traversal_figure(traversals, self._figure(f"traversals_{name}.png"))
-        doc.image(path, "2-D latent traversals (Fig. 10/11) of the selected restarts along their two most important "
-                        "latents (smallest mean σ², Eq. 14) in [−2, 2], other latents at the code of a random image.")
+        panels, traversals = self._restart_panels(inputs, latents)
+        path = fig.nmi_heatmaps(panels, latents["factor_names"], self._figure(f"nmi_{name}.png"))
+        doc.image(path, f"Normalised mutual information I(w_k; z_j)/H(w_k) ({latents['bins']}-bin histograms of the "
+                        f"posterior means, {latents['nmi_samples']} images) of the selected restarts on {name}.")
+        if len(traversals) == len(panels):
+            path = fig.traversal_figure(traversals, self._figure(f"traversals_{name}.png"))
+            doc.image(path, "2-D latent traversals (Fig. 10/11) of the selected restarts along their two most "
+                            f"important latents (smallest mean σ², Eq. 14) in [−{latents['limit']:g}, "
+                            f"{latents['limit']:g}], other latents at the code of a random image.")
+        else:
+            doc.para(f"The latent traversals' images are missing ({len(panels) - len(traversals)} of "
+                     f"{len(panels)} not readable).")
         self.summary.setdefault("nmi", {})[name] = {p["title"]: np.asarray(p["nmi"]).tolist() for p in panels}
 
-    def _restart_panels(self, inputs, selected):
-        from probe.analysis.runs import active_latents, encode_sample, load_model
-        from probe.data import open_store
-        from probe.report.latents import normalized_mutual_information, traversal_grid
-
-        store_path = resolve_path(inputs, ((inputs.get("stores") or {}).get("orig") or {}).get("path"))
-        if store_path is None:
-            raise UserError("the inputs name no original store")
-        store = open_store(store_path)
+    def _restart_panels(self, inputs, latents: dict) -> tuple[list[dict], list[dict]]:
+        """NMI panels {"title", "nmi"} and traversal panels {"title", "grid", "dims"} of the selected restarts, from
+        the report stage's record; a traversal whose PNG cannot be read is left out."""
         panels, traversals = [], []
-        for r in sorted(selected, key=lambda r: r["selected"]):
-            run_dir = resolve_path(inputs, r["run_dir"])
-            model, _ = load_model(run_dir)
-            sample = encode_sample(model, store, self.nmi_samples, seed=self.seed)
-            nmi = normalized_mutual_information(sample["codes"], sample["factors"])
-            title = f"{r['selected']}: {_run_name(run_dir)} (MIG {_fmt(r.get('mig'), 3)})"
-            panels.append({"title": title, "nmi": nmi})
-            order = active_latents(sample["variances"], sample["codes"].shape[1], threshold=math.inf)
-            dims = (int(order[0]), int(order[1])) if len(order) > 1 else (0, min(1, sample["codes"].shape[1] - 1))
-            grid = traversal_grid(model, sample["codes"][0], dims)
-            traversals.append({"title": title, "grid": grid, "dims": dims})
-        return panels, traversals, list(store.factor_names)
+        for p in latents["panels"]:
+            title = f"{p['selected']}: {_run_name(p['run_dir'])} (MIG {_fmt(p.get('mig'), 3)})"
+            panels.append({"title": title, "nmi": p["nmi"]})
+            grid = fig.read_tiles(resolve_path(inputs, p.get("traversal")), latents["steps"])
+            if grid is not None:
+                traversals.append({"title": title, "grid": grid, "dims": tuple(p["dims"])})
+        return panels, traversals
 
     # -- manipulation -----------------------------------------------------------------------------------
     def _manipulation(self, doc: Document, inputs):
@@ -771,22 +738,14 @@ class _Builder:
             doc.para(f"Decoder loss gap dis − ent (Bernoulli nats per image; > 0: the entangled alignment is the "
                      f"cheaper one): {gap['before']:+.2f} on x with the restarts' decoders, {gap['after']:+.2f} on x′ "
                      "with the fine-tuned decoders.")
-        manipulate_config = (((inputs.get("provenance") or {}).get("config") or {}).get("manipulate") or {}).get("config")
-        if manipulate_config is not None:
-            from probe.perturb.adversarial import appendix_b1_deviations
-
-            deviations = appendix_b1_deviations(manipulate_config, inputs.get("dataset"))
-            if deviations:
-                doc.para("Deviations from the paper's manipulation (appendix B.1): " + "; ".join(deviations) + ".")
+        deviations = inputs.get("manipulation_deviations")  # appendix_b1_deviations, listed by the report stage
+        if deviations:
+            doc.para("Deviations from the paper's manipulation (appendix B.1): " + "; ".join(deviations) + ".")
         coverage = man.get("coverage")
         if isinstance(coverage, dict) and coverage:
-            if not coverage.get("factor_names"):  # older manipulation records: name the factors from the store
-                try:
-                    from probe.data import open_store
-
-                    coverage = {**coverage, "factor_names": list(open_store(resolve_path(inputs, stores["orig"]["path"])).factor_names)}
-                except Exception:  # noqa: BLE001 - the line then says "factor k"
-                    pass
+            names = store_fact(inputs, "orig", "factor_names")
+            if not coverage.get("factor_names") and names:  # older manipulation records: the store's factor names
+                coverage = {**coverage, "factor_names": list(names)}
             doc.para(_coverage_line(coverage))
             self.summary.setdefault("manipulation", {})[name] = {"coverage": coverage}
         fig4 = resolve_path(inputs, man.get("figure4"))
@@ -869,7 +828,7 @@ class _Builder:
 
     # -- provenance -----------------------------------------------------------------------------------
     def _provenance(self, doc: Document):
-        from probe.provenance import code_version, environment
+        from probe.provenance import code_version
 
         doc.heading("Provenance")
         for inputs in self.all_inputs:
@@ -898,7 +857,7 @@ class _Builder:
                 doc.code(json.dumps(prov["config"], indent=2, sort_keys=True, default=str))
         cv = code_version()
         doc.para(f"Report generated by probe {cv['probe_version']} (git {cv['git_commit'] or '—'}, sources "
-                 f"{cv['source_digest'][:16]}) on {environment().get('platform')}.")
+                 f"{cv['source_digest'][:16]}) on {platform.platform()}.")
         self.summary["report_code_version"] = cv
 
 

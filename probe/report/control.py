@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from probe.data.variants import dose_scale
 from probe.report import figures as fig
 from probe.report.inputs import alignment_value, metric_label, metric_value
 from probe.report.stats import verdict
@@ -201,8 +202,6 @@ def _level2(doc, inputs, runs, primary, label, orig, noise, verdict_labels) -> d
 
 
 def _level3(doc, control, runs, primary, label, orig, figure_path) -> dict:
-    from probe.pipeline.variants import dose_scale
-
     doc.heading("L3, dose–response: the same m(w) at ε × {0, 0.5, 1, 2}", level=3)
     epsilon = control.get("epsilon")
     points = {0.0: orig, 1.0: _values(runs, CONTROL_MODEL, "mod", primary)}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from probe.pipeline.variants import VARIANTS
+from probe.data.variants import VARIANTS
 
 VARIANT_COLORS = {"orig": "#4477aa", "mod": "#ee6677", "noise": "#999933"}
 VARIANT_LABELS = {"orig": "original", "mod": "modified", "noise": "noise"}
@@ -164,6 +164,21 @@ def traversal_figure(panels: list[dict], path: Path) -> Path:
         ax.set_xticks([])
         ax.set_yticks([])
     return _save(fig, path)
+
+
+def read_tiles(path: Path | None, steps: int) -> np.ndarray | None:
+    """A traversal PNG of the report stage (``steps`` × ``steps`` tiles, probe.pipeline.report_data.write_tiles) back
+    as a grid float [steps, steps, H, W, C] in [0, 1]; None when it cannot be read."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            mosaic = np.asarray(image)
+    except (OSError, TypeError, ValueError):
+        return None
+    mosaic = mosaic[..., None] if mosaic.ndim == 2 else mosaic
+    h, w, c = mosaic.shape[0] // steps, mosaic.shape[1] // steps, mosaic.shape[2]
+    return mosaic.reshape(steps, h, steps, w, c).transpose(0, 2, 1, 3, 4).astype(np.float32) / 255.0
 
 
 def read_curve(path: Path, key: str = "loss") -> tuple[list[float], list[float]]:

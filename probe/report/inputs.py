@@ -1,17 +1,14 @@
-"""Reading ``WORKDIR/report_inputs.json`` (contract: docs/notes/INTERFACES.md) and pulling metric
-values out of ``evaluate_run(...)["metrics"]`` dicts."""
+"""Pulling metric values, groups and rows out of the runs of ``report_inputs.json`` (read by
+``probe.report.schema.load_inputs``; contract: docs/notes/INTERFACES.md): ``evaluate_run(...)["metrics"]`` dicts,
+active latents, alignment numbers, the untrained-run rule and runs.csv's rows."""
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 
-from probe.errors import UserError
 from probe.metrics.registry import ReportColumn, report_columns
-from probe.pipeline.variants import VARIANTS
 
 
 def metric_columns() -> dict[str, ReportColumn]:
@@ -45,49 +42,6 @@ def active_latent_count(run: dict) -> int | None:
     variance (the metric is skipped) or an older run without it."""
     value = ((run.get("metrics") or {}).get("active_units") or {}).get("active_units")
     return int(value) if value is not None else None
-
-
-def load_inputs(workdir) -> dict:
-    """Read and check ``report_inputs.json``; UserError with one message if missing or malformed.
-    Optional sections are normalised (``robustness`` -> [], ``restarts`` -> [], ...)."""
-    workdir = Path(workdir)
-    path = workdir / "report_inputs.json" if workdir.is_dir() else workdir
-    if not path.exists():
-        raise UserError(f"{path} does not exist; run the pipeline to its report stage first "
-                        "(`probe pipeline run NAME --workdir DIR`)")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path} is not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON object")
-    runs = data.get("runs")
-    if not isinstance(runs, list):
-        raise UserError(f"{path}: 'runs' must be a list of runs")
-    for i, run in enumerate(runs + list(data.get("robustness") or [])):
-        if not isinstance(run, dict) or "model" not in run or "variant" not in run:
-            raise UserError(f"{path}: run #{i} lacks 'model' or 'variant'")
-        if run["variant"] not in VARIANTS:
-            raise UserError(f"{path}: run #{i} has variant {run['variant']!r}; expected one of {', '.join(VARIANTS)}")
-    data.setdefault("robustness", [])
-    data["robustness"] = data["robustness"] or []
-    data["restarts"] = data.get("restarts") or []
-    data.setdefault("manipulation", None)
-    data.setdefault("linear_pca", None)
-    data.setdefault("stores", {})
-    data.setdefault("provenance", {})
-    data["_path"] = str(path)
-    data["_workdir"] = str(path.parent)
-    data.setdefault("dataset", (data.get("stores", {}).get("orig") or {}).get("name") or "dataset")
-    return data
-
-
-def resolve_path(inputs: dict, value) -> Path | None:
-    """Paths in the inputs may be absolute or relative to the workdir."""
-    if not value:
-        return None
-    p = Path(value)
-    return p if p.is_absolute() else Path(inputs["_workdir"]) / p
 
 
 def model_order(runs: list[dict]) -> list[str]:
@@ -125,27 +79,9 @@ def seeded_values_by_group(runs: list[dict], key: str, value=None) -> dict:
 UNTRAINED_FRACTION = 0.9
 
 
-def mean_image_mse(images: np.ndarray, block: int = 1024) -> float:
-    """MSE of the best constant predictor (the mean image) on ``images`` [N, H, W, C] uint8 or float in [0, 1].
-
-    Accumulated block by block in float64 (E[x²] − mean²), so a 10,000-image 64×64×3 sample never
-    exists as one float copy.
-    """
-    arr = np.asarray(images)
-    scale = 255.0 if np.issubdtype(arr.dtype, np.integer) else 1.0
-    n = arr.shape[0]
-    total = np.zeros(arr.shape[1:], dtype=np.float64)
-    total_sq = 0.0
-    for start in range(0, n, block):
-        b = arr[start:start + block].astype(np.float64) / scale
-        total += b.sum(0)
-        total_sq += float(np.square(b).sum())
-    mean = total / n
-    return float(total_sq / (n * mean.size) - np.square(mean).mean())
-
-
 def untrained_runs(runs: list[dict], baselines: dict, fraction: float = UNTRAINED_FRACTION) -> list[dict]:
-    """Runs whose reconstruction MSE is >= ``fraction`` × the mean-image MSE of their variant's store.
+    """Runs whose reconstruction MSE is >= ``fraction`` × the mean-image MSE of their variant's store (measured by
+    the report stage: ``stores[variant]["mean_image_mse"]``).
 
     ``baselines``: {variant: mean-image MSE}. Runs without an MSE value or without a baseline for their
     variant are not judged (models without a decoder, such as PCL, are never flagged).

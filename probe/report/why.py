@@ -1,6 +1,6 @@
 """Report sections for the mechanism behind the verdicts (Zietlow et al. 2021 §3.3, Fig. 1, Theorem 1).
 
-* ``why_section``: "Why: local vs global alignment" from report_inputs.json's ``"why"`` entry
+* ``why_section``: "Why: local vs global alignment" from the report inputs' ``"why"`` entry
   (probe/pipeline/why.py): a table and a figure of how well each decoder's directions match the
   local vs the global principal directions of its training data, and the global-PCA change orig → mod.
 * ``linear_pca_judgement``: the linear-PCA check's spectrum blocks, verdict and reasons
@@ -12,6 +12,8 @@ Kept out of build.py so that other edits to the report merge cleanly; build.py c
 from __future__ import annotations
 
 from pathlib import Path
+
+from probe.report.schema import FILE_NAME, store_fact
 
 STATUS = {"pass": "yes", "pass-blocks": "yes, per block (near-degenerate eigenvalues)", "fail": "no"}
 
@@ -64,7 +66,7 @@ def why_section(builder, doc, inputs: dict) -> None:
     doc.heading(f"Why: local vs global alignment ({label})")
     why = inputs.get("why")
     if not why:
-        doc.para("No local-vs-global alignment in the inputs (report_inputs.json has no \"why\" entry; produced by "
+        doc.para(f"No local-vs-global alignment in the inputs ({FILE_NAME} has no \"why\" entry; produced by "
                  "the report stage since the spectral-gap change).")
         return
     s = why.get("settings", {})
@@ -142,16 +144,9 @@ def global_spectrum(g: dict) -> str:
 def images_used(inputs: dict, requested, global_pca: dict):
     """How many images the "why" computation sampled: the requested number (``settings.num_images``) capped at
     the orig store's size (mod is paired with it, the same size), as ``encode_sample`` and ``global_pca_change``
-    cap it. From the store when it can be read, else from the global-PCA record (which counts the images it
-    used), else "up to" the request."""
-    from probe.report.inputs import resolve_path
-
-    try:
-        from probe.data import open_store
-
-        size = len(open_store(resolve_path(inputs, ((inputs.get("stores") or {}).get("orig") or {}).get("path"))))
-    except Exception:  # noqa: BLE001 - no store: fall back on what the inputs recorded
-        size = None
+    cap it. From the store's recorded size when the report stage recorded it, else from the global-PCA record
+    (which counts the images it used), else "up to" the request."""
+    size = store_fact(inputs, "orig", "num_images")
     if size is not None and requested is not None:
         return min(int(requested), size)
     if global_pca.get("num_images") is not None:

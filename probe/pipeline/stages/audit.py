@@ -1,31 +1,47 @@
 """Stage ``audit``: the verdict for the plug-in and every reference model; writes audit.json, audit.md and
-an INTERFACES-format report_inputs.json (so `probe report` can render the full comparison)."""
+report_inputs.json (``probe.report.schema``, with the store facts and factor capture of probe.pipeline.report_data,
+so `probe report` can render the full comparison without loading a model)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from probe.pipeline.audit import AUDIT_PIPELINE, audit_table, format_audit, model_verdict, rule_text
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.report_inputs import report_inputs, run_entries
+from probe.pipeline.report_data import add_report_data
+from probe.pipeline.report_inputs import StageValues, report_inputs, run_entries
 from probe.pipeline.stages import apply, evaluate, manipulate, noise, plugin_evaluate, plugin_train, retrain, store
 from probe.pipeline.stages.face import input_names
 from probe.pipeline.worker import JobContext
+from probe.report.schema import write_inputs
 
 NAME = "audit"
 INPUTS = (store, manipulate, apply, noise, retrain, evaluate, plugin_train, plugin_evaluate)
 
 
+def stage_values(inputs: dict) -> tuple[StageValues, StageValues]:
+    """What this stage reads from its input stages' results (``ctx.inputs``), each through its stage module: the
+    reference runs and the plug-in's (the same stores and manipulation)."""
+    reference = StageValues(
+        orig_store=store.result(inputs), mod_store=apply.result(inputs), noise_store=noise.result(inputs),
+        manipulation=manipulate.result(inputs), retrain=retrain.result(inputs), evaluate=evaluate.result(inputs))
+    plugin = dataclasses.replace(reference, retrain=plugin_train.result(inputs), evaluate=plugin_evaluate.result(inputs))
+    return reference, plugin
+
+
 def job_audit(ctx: JobContext, *, meta: dict, about: dict, metric: str, seed: int) -> dict:
     from probe.provenance import write_json_atomic
 
-    inputs = ctx.inputs
-    ref_runs = run_entries(inputs["retrain"], inputs["evaluate"], alignment=False)
-    plugin_runs = run_entries(inputs["plugin-train"], inputs["plugin-evaluate"], alignment=False)
+    reference, plugin = stage_values(ctx.inputs)
+    ref_runs = run_entries(reference.retrain, reference.evaluate, alignment=False)
+    plugin_runs = run_entries(plugin.retrain, plugin.evaluate, alignment=False)
     models = [about["model_label"], *about["reference_models"]]
-    num_factors = sum(1 for size in inputs["store"]["factor_sizes"] if int(size) > 1)
+    num_factors = sum(1 for size in reference.orig_store.factor_sizes if size > 1)
     verdicts = {m: model_verdict(ref_runs + plugin_runs, m, metric, seed=seed, num_factors=num_factors) for m in models}
-    published = report_inputs(inputs, meta, pipeline=AUDIT_PIPELINE, runs=plugin_runs + ref_runs,
+    published = report_inputs(reference, meta, pipeline=AUDIT_PIPELINE, runs=plugin_runs + ref_runs,
                               extra_provenance={"reference_config": about["reference_config"],
                                                 "plugin_settings": about["plugin_settings"]})
+    published = add_report_data(published, ctx.job_dir, root=meta.get("workdir"))
     identity = about["identity"]
     result = {
         "plugin": {k: identity[k] for k in ("target", "class", "name", "source", "source_sha256")},
@@ -36,11 +52,11 @@ def job_audit(ctx: JobContext, *, meta: dict, about: dict, metric: str, seed: in
         "provenance": published["provenance"],
     }
     write_json_atomic(ctx.job_dir / "audit.json", result)
-    write_json_atomic(ctx.job_dir / "report_inputs.json", published)
+    published_path = write_inputs(ctx.job_dir, published)
     md = ctx.job_dir / "audit.md"
     md.write_text(format_audit(result))
     return {"audit": str(ctx.job_dir / "audit.json"), "markdown": str(md),
-            "report_inputs": str(ctx.job_dir / "report_inputs.json"), "slug": about["slug"],
+            "report_inputs": str(published_path), "slug": about["slug"],
             "verdict": verdicts[about["model_label"]]["label"]}
 
 

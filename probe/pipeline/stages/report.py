@@ -1,43 +1,55 @@
-"""Stage ``report`` of the modify pipelines: ``report_inputs.json`` (probe.pipeline.report_inputs) in the job
-folder and in WORKDIR, with the "why" data (probe.pipeline.why), then ``probe.report.make_report``."""
+"""Stage ``report`` of the modify pipelines: everything the report shows, as data. ``report_inputs.json``
+(``probe.report.schema``) in the job folder and in WORKDIR: the stages' results (probe.pipeline.report_inputs), the
+"why" data (probe.pipeline.why) and what needs stores and models (probe.pipeline.report_data: store facts, factor
+capture, the restarts' NMI and traversal PNGs in the job folder, appendix-B deviations); then, when the config asks,
+``probe.report.make_report``, which reads only that file and the files it names."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.report_inputs import (control_entries, report_inputs, restart_entries, robustness_entries,
-                                          run_entries)
+from probe.pipeline.report_data import add_report_data
+from probe.pipeline.report_inputs import (StageValues, control_entries, report_inputs, restart_entries,
+                                          robustness_entries, run_entries)
 from probe.pipeline.stages import (apply, dose, evaluate, linear_pca, manipulate, noise, restarts, retrain, robustness,
                                    rotated, select, store)
 from probe.pipeline.stages.face import input_names, present
 from probe.pipeline.why import why_inputs
 from probe.pipeline.worker import JobContext
+from probe.report.schema import write_inputs
 
 NAME = "report"
 INPUTS = (store, restarts, select, manipulate, apply, noise, retrain, evaluate, robustness, linear_pca)
 CONTROL_INPUTS = (rotated, dose)   # the control pipeline's L1 and L3 stores (graph.CONTROL)
 
 
-def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
-    from probe.provenance import write_json_atomic
+def stage_values(inputs: dict) -> StageValues:
+    """What this stage reads from its input stages' results (``ctx.inputs``), each through its stage module."""
+    control = present(inputs, rotated)
+    return StageValues(
+        orig_store=store.result(inputs), mod_store=apply.result(inputs), noise_store=noise.result(inputs),
+        manipulation=manipulate.result(inputs), retrain=retrain.result(inputs), evaluate=evaluate.result(inputs),
+        restarts=list(restarts.result(inputs).values()), selection=select.result(inputs),
+        robustness=robustness.result(inputs), linear_pca=linear_pca.result(inputs),
+        rotated_store=rotated.result(inputs) if control else None, dose_stores=dose.result(inputs) if control else None)
 
-    inputs = ctx.inputs
+
+def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
+    values = stage_values(ctx.inputs)
     workdir = Path(meta["workdir"])
-    lp = inputs["linear-pca"]["jobs"]
-    runs = run_entries(inputs["retrain"], inputs["evaluate"])
-    control = control_entries(inputs, runs) if present(inputs, rotated) else None
-    out = report_inputs(inputs, meta, pipeline=meta["pipeline"],
-                        restarts=restart_entries(inputs["restarts"], inputs["select"]),
+    runs = run_entries(values.retrain, values.evaluate)
+    control = control_entries(values, runs) if values.rotated_store is not None else None
+    out = report_inputs(values, meta, pipeline=meta["pipeline"], restarts=restart_entries(values),
                         runs=[r for r in runs if not (control and r in control["runs"])],
-                        robustness=robustness_entries(inputs["robustness"]),
-                        linear_pca=lp["linear-pca"]["analysis"] if "linear-pca" in lp else None)
-    out["why"] = why_inputs(inputs)  # Fig. 1: local vs global alignment
+                        robustness=robustness_entries(values.robustness), linear_pca=values.linear_pca)
+    out["why"] = why_inputs(values)  # Fig. 1: local vs global alignment
     if control is not None:
         out["control"] = control
-    write_json_atomic(ctx.job_dir / "report_inputs.json", out)
-    write_json_atomic(workdir / "report_inputs.json", out)
-    result = {"report_inputs": str(ctx.job_dir / "report_inputs.json"), "report": None}
+    out = add_report_data(out, ctx.job_dir, root=workdir)
+    job_inputs = write_inputs(ctx.job_dir, out)
+    write_inputs(workdir, out)
+    result = {"report_inputs": str(job_inputs), "report": None}
     if make_report:
         from probe.report import make_report as build_report
 

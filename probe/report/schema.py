@@ -1,0 +1,121 @@
+"""``report_inputs.json``: the one file between the pipeline and the report, and the one owner of its name,
+schema, reader, writer and paths (contract in full: docs/notes/INTERFACES.md).
+
+Writers: the modify pipelines' report stage (``probe.pipeline.stages.report``) and the audit stage
+(``probe.pipeline.stages.audit``), through ``write_inputs``. Reader: ``probe report``, through ``load_inputs``; every
+path the report opens goes through ``resolve_path``. The report is a pure function of this file and the files it
+names: whatever needs a store, a trained model or torch is computed by the writer and recorded here.
+
+Why here: the file is what the report reads, so its schema belongs with the report; the writers import it from
+below. ``probe.report`` imports nothing from ``probe.pipeline``, ``probe.perturb``, ``probe.models`` or
+``probe.train`` (tests/test_report_purity.py), while the pipeline already calls the report (the report stage's
+``make_report``, the audit's verdict rule), so the pipeline importing this module adds no import that runs back
+up. This module itself imports only ``probe.errors``, ``probe.provenance`` and ``probe.data.variants``.
+
+Top-level keys (schema ``SCHEMA_VERSION``):
+
+* from the stages' results: ``pipeline``, ``preset``, ``dataset``, ``workdir``, ``provenance``, ``stores``
+  ({orig, mod, noise}: path, digest, epsilon), ``restarts``, ``manipulation``, ``runs``, ``robustness``,
+  ``linear_pca``, ``why`` (report stage), ``control`` (control pipeline);
+* computed by the writer from stores and models (schema 2): per store in ``stores`` ``factor_names``,
+  ``factor_sizes``, ``num_images`` and, for orig and mod, ``mean_image_mse``; ``factor_capture`` (per retrained
+  run, ``CAPTURE_FIELDS``); ``restart_latents`` (NMI matrices and latent-traversal PNGs of the selected
+  restarts); ``manipulation_deviations`` (appendix B.1). A file without them (schema 1) still renders; the report
+  says what it lacks (``missing_section``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from probe.data.variants import VARIANTS
+from probe.errors import UserError
+
+FILE_NAME = "report_inputs.json"
+SCHEMA_VERSION = 2
+
+# factor_capture["runs"][i]: which run, then either "error" or the per-factor capture (probe.metrics.mig.factor_capture
+# and the run's active latents on the same sample); the report keeps this order in summary.json
+CAPTURE_RUN_FIELDS = ("model", "variant", "seed", "run_dir")
+CAPTURE_FIELDS = ("gap", "latent", "best_nmi", "mig", "active")
+# factor_capture["sample"]: MIG's own sample, as the evaluation drew it
+CAPTURE_SAMPLE_FIELDS = ("seed", "recorded", "num_train", "num_test", "draw_batch_size", "num_bins")
+# stores[variant] facts the writer adds
+STORE_FACTS = ("factor_names", "factor_sizes", "num_images", "mean_image_mse")
+
+
+def inputs_path(folder) -> Path:
+    """Where the file lives in ``folder`` (a workdir, a report job folder, ``WORKDIR/audits/<model>``)."""
+    return Path(folder) / FILE_NAME
+
+
+def write_inputs(folder, data: dict) -> Path:
+    """Write ``data`` (stamped with ``SCHEMA_VERSION``) atomically as ``folder/report_inputs.json``."""
+    from probe.provenance import write_json_atomic
+
+    path = inputs_path(folder)
+    write_json_atomic(path, {**data, "schema": SCHEMA_VERSION})
+    return path
+
+
+def load_inputs(workdir) -> dict:
+    """Read and check ``report_inputs.json`` (``workdir`` is its folder or the file); UserError with one message if
+    missing or malformed. Optional sections are normalised (``robustness`` -> [], ``restarts`` -> [], ...); ``_path``
+    and ``_workdir`` (the folder holding the file, what relative paths are relative to) are added."""
+    workdir = Path(workdir)
+    path = inputs_path(workdir) if workdir.is_dir() else workdir
+    if not path.exists():
+        raise UserError(f"{path} does not exist; run the pipeline to its report stage first "
+                        "(`probe pipeline run NAME --workdir DIR`)")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    runs = data.get("runs")
+    if not isinstance(runs, list):
+        raise UserError(f"{path}: 'runs' must be a list of runs")
+    for i, run in enumerate(runs + list(data.get("robustness") or [])):
+        if not isinstance(run, dict) or "model" not in run or "variant" not in run:
+            raise UserError(f"{path}: run #{i} lacks 'model' or 'variant'")
+        if run["variant"] not in VARIANTS:
+            raise UserError(f"{path}: run #{i} has variant {run['variant']!r}; expected one of {', '.join(VARIANTS)}")
+    data.setdefault("robustness", [])
+    data["robustness"] = data["robustness"] or []
+    data["restarts"] = data.get("restarts") or []
+    data.setdefault("manipulation", None)
+    data.setdefault("linear_pca", None)
+    data.setdefault("stores", {})
+    data.setdefault("provenance", {})
+    data["_path"] = str(path)
+    data["_workdir"] = str(path.parent)
+    data.setdefault("dataset", (data.get("stores", {}).get("orig") or {}).get("name") or "dataset")
+    return data
+
+
+def resolve(root, value) -> Path | None:
+    """A recorded path: absolute, or relative to ``root`` (the folder holding the file; for a writer, the workdir its
+    stage results are relative to). None for an empty value. The one resolver of recorded paths."""
+    if not value:
+        return None
+    p = Path(value)
+    return p if p.is_absolute() else Path(root) / p
+
+
+def resolve_path(inputs: dict, value) -> Path | None:
+    """``resolve`` against the folder holding the loaded inputs (``inputs["_workdir"]``); every path the report
+    opens goes through here."""
+    return resolve(inputs["_workdir"], value)
+
+
+def store_fact(inputs: dict, variant: str, key: str):
+    """A fact the writer recorded about one variant's store (``STORE_FACTS``), or None."""
+    return ((inputs.get("stores") or {}).get(variant) or {}).get(key)
+
+
+def missing_section(key: str) -> str:
+    """Why a computed section is absent: the file predates it."""
+    return (f"{FILE_NAME} has no {key!r} (written before schema {SCHEMA_VERSION}; "
+            "re-run `probe pipeline run` so that its report stage computes it)")

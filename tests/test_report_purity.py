@@ -1,0 +1,125 @@
+"""`probe report` is a pure function of report_inputs.json and the files it names (issue 25): it imports no torch and
+nothing of the models, the trainer, the perturbation or the pipeline, opens no store and no run folder (what needs
+them the report stage computed, probe.pipeline.report_data), and re-renders a workdir in seconds."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+# what `probe report` must not import: torch and every layer that needs it, and the pipeline that writes its inputs
+FORBIDDEN = ("torch", "probe.models", "probe.train", "probe.perturb", "probe.pipeline", "probe.analysis", "zarr")
+# a generous bound for a busy CI machine; the smoke workdir re-renders in a few seconds (docs/notes/report.md)
+RERENDER_SECONDS = 60
+
+
+def render_in_subprocess(workdir, out) -> dict:
+    """Run ``probe report WORKDIR --out OUT`` in a fresh interpreter under ``-X importtime``. Returns {"modules": every
+    module imported, "forbidden": those under ``FORBIDDEN``, "wall_s", "proc"}."""
+    start = time.time()
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "probe.cli", "report", str(workdir), "--out",
+                           str(out)], capture_output=True, text=True)
+    wall = time.time() - start
+    modules = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    forbidden = sorted(m for m in modules if m.split(".")[0] in FORBIDDEN or m.startswith(FORBIDDEN))
+    return {"modules": modules, "forbidden": forbidden, "wall_s": wall, "proc": proc}
+
+
+@pytest.fixture(scope="module")
+def computed_workdir(tmp_path_factory):
+    """A fake workdir (tests/test_report.py) on a toy store whose selected restarts and first two β-VAE orig runs are
+    real 20-step runs on it, with the sections the report stage computes from them (``add_report_data``)."""
+    from conftest import toy_dsprites_restarts
+    from test_report import write_fake_workdir
+
+    from probe.pipeline.report_data import add_report_data
+    from probe.report.schema import write_inputs
+
+    root = tmp_path_factory.mktemp("pure")
+    (root / "trained").mkdir()
+    store, runs = toy_dsprites_restarts(root / "trained", steps=20)
+    workdir = root / "wd"
+    inputs = write_fake_workdir(workdir, store_path=store.path, robustness=False, computed=False,
+                                restart_dirs={"entangled": runs[0], "disentangled": runs[1]})
+    for r in inputs["runs"]:
+        if r["model"] == "beta-vae" and r["variant"] == "orig" and r["seed"] in (0, 1):
+            r["run_dir"] = str(runs[r["seed"]])
+    (workdir / "report-stage").mkdir()
+    inputs = add_report_data(inputs, workdir / "report-stage", root=workdir)
+    write_inputs(workdir, inputs)
+    return {"workdir": workdir, "inputs": inputs, "runs": runs, "trained": root / "trained", "root": root}
+
+
+def test_the_report_stage_records_what_needs_models_and_stores(computed_workdir):
+    inputs = computed_workdir["inputs"]
+    assert inputs["stores"]["orig"]["factor_names"] == ["shape", "level", "x", "y"]
+    assert inputs["stores"]["orig"]["factor_sizes"] == [2, 3, 4, 4] and inputs["stores"]["orig"]["num_images"] == 96
+    assert "mean_image_mse" in inputs["stores"]["orig"] and "factor_names" not in inputs["stores"]["mod"]  # no store
+    capture = inputs["factor_capture"]
+    assert len(capture["runs"]) == len(inputs["runs"]) and capture["factor_names"] == ["shape", "level", "x", "y"]
+    encoded = [e for e in capture["runs"] if "error" not in e]
+    assert [(e["model"], e["variant"], e["seed"]) for e in encoded] == [("beta-vae", "orig", s) for s in (0, 1)]
+    for e in encoded:
+        assert len(e["gap"]) == 4 and np.mean(e["gap"]) == pytest.approx(e["mig"]) and e["active"] is not None
+    assert len(capture["runs"]) - len(encoded) == len(inputs["runs"]) - 2  # no checkpoints: recorded, not raised
+    latents = inputs["restart_latents"]
+    assert [p["run_dir"] for p in latents["panels"]] == [str(computed_workdir["runs"][1]),
+                                                           str(computed_workdir["runs"][0])]
+    for panel in latents["panels"]:
+        nmi = np.asarray(panel["nmi"])
+        assert nmi.shape == (4, 4) and np.all((nmi >= 0) & (nmi <= 1 + 1e-9))
+    assert inputs["manipulation_deviations"] is None  # the fake config records no manipulate.config
+
+
+def test_traversal_tiles_round_trip(tmp_path):
+    from probe.pipeline.report_data import write_tiles
+    from probe.report.figures import read_tiles
+
+    rng = np.random.default_rng(0)
+    for channels in (1, 3):
+        grid = rng.random((3, 3, 5, 4, channels)).astype(np.float32)
+        back = read_tiles(write_tiles(grid, tmp_path / f"t{channels}.png"), 3)
+        assert back.shape == grid.shape and np.abs(back - grid).max() <= 0.5 / 255 + 1e-7
+    assert read_tiles(tmp_path / "missing.png", 3) is None
+
+
+def test_report_imports_no_model_code_and_reads_no_store(computed_workdir, tmp_path):
+    workdir = computed_workdir["workdir"]
+    first = render_in_subprocess(workdir, tmp_path / "a")
+    assert first["proc"].returncode == 0, first["proc"].stderr[-3000:]
+    assert first["forbidden"] == [], first["forbidden"]
+    assert {"probe.report.build", "probe.report.schema", "probe.metrics.registry"} <= first["modules"]
+    assert first["wall_s"] < RERENDER_SECONDS
+    md = (tmp_path / "a" / "report.md").read_text()
+    assert "figures/nmi_dsprites.png" in md and "figures/traversals_dsprites.png" in md
+    assert "MIG recorded / recomputed" in md  # the capture of the two real runs is shown
+
+    # the store and the trained run folders gone: the report is the same, so it never read them
+    moved = computed_workdir["root"] / "moved"
+    shutil.move(str(computed_workdir["trained"]), moved)
+    try:
+        second = render_in_subprocess(workdir, tmp_path / "b")
+    finally:
+        shutil.move(str(moved), computed_workdir["trained"])
+    assert second["proc"].returncode == 0, second["proc"].stderr[-3000:]
+    assert (tmp_path / "b" / "report.md").read_text() == md
+    assert (tmp_path / "b" / "runs.csv").read_bytes() == (tmp_path / "a" / "runs.csv").read_bytes()
+    a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in "ab")
+    assert a == b
+
+
+def test_an_older_inputs_file_renders_and_says_what_it_lacks(tmp_path, make_toy_store):
+    from probe.report import make_report
+    from test_report import write_fake_workdir
+
+    workdir = tmp_path / "wd"
+    write_fake_workdir(workdir, store_path=make_toy_store().path, robustness=False, computed=False)
+    md = make_report(workdir, tmp_path / "rep")["markdown"].read_text()
+    assert "Not computed: report_inputs.json has no 'factor_capture' (written before schema 2" in md
+    assert "NMI heatmaps and latent traversals are not available: report_inputs.json has no 'restart_latents'" in md
