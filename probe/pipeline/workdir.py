@@ -172,7 +172,8 @@ def relocatable(data: dict, workdir: str | os.PathLike, folder: str | os.PathLik
     (``/``-separated, no marker), and ``data["workdir"]`` = the workdir relative to ``folder`` (``"."`` for a file
     in the workdir). A reader resolves a relative path ``p`` as ``<folder of the file> / data["workdir"] / p``, so
     the file stays right when the workdir is copied or moved, and a copy of it in another folder of the workdir
-    needs only its ``"workdir"`` entry rewritten (``relocated_copy``)."""
+    needs only its ``"workdir"`` entry rewritten (``relocated_copy``). A job writing such a file should name only
+    complete stages' files: a path into its own stage keeps that stage's ``.partial`` name."""
     root = str(workdir)
 
     def relative(text: str) -> str:
@@ -226,7 +227,8 @@ def read_job_result(folder: Path, workdir: Path, staged: tuple | None = None) ->
     record = read_json(folder / JOB_FILE)
     if not isinstance(record, dict) or "result" not in record:
         return None
-    if any(not path.exists() for path in recorded_paths(record["result"], workdir)):
+    paths = [str(path) for path in recorded_paths(record["result"], workdir)]
+    if any(not Path(path).exists() for path in (moved_paths(paths, *staged[::-1]) if staged else paths)):
         return None
     return from_record(record["result"], workdir, staged=staged)
 

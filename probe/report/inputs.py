@@ -78,16 +78,21 @@ def load_inputs(workdir) -> dict:
     data.setdefault("provenance", {})
     data["_path"] = str(path)
     data["_workdir"] = str(path.parent)
+    # relative paths are relative to the workdir, named by "workdir" relative to this file's folder (older inputs:
+    # absolute paths and an absolute "workdir"), so a copied or moved workdir reports where it now stands
+    base = data.get("workdir")
+    relative = isinstance(base, str) and base and not Path(base).is_absolute()
+    data["_paths_base"] = str(path.parent / base) if relative else str(path.parent)
     data.setdefault("dataset", (data.get("stores", {}).get("orig") or {}).get("name") or "dataset")
     return data
 
 
 def resolve_path(inputs: dict, value) -> Path | None:
-    """Paths in the inputs may be absolute or relative to the workdir."""
+    """Paths in the inputs may be absolute or relative to the workdir (``_paths_base``: ``load_inputs``)."""
     if not value:
         return None
     p = Path(value)
-    return p if p.is_absolute() else Path(inputs["_workdir"]) / p
+    return p if p.is_absolute() else Path(inputs.get("_paths_base", inputs["_workdir"])) / p
 
 
 def model_order(runs: list[dict]) -> list[str]:
