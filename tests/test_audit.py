@@ -20,11 +20,12 @@ import pytest
 from probe.cli import main as probe_main
 from probe.pipeline.audit import REFERENCE_STAGES as REFERENCE_MODULES
 from probe.pipeline.audit import plugin_slug
-
-REFERENCE_STAGES = [m.NAME for m in REFERENCE_MODULES]
 from probe.pipeline.engine import stage_digests
 from probe.pipeline.workdir import STAGE_FILE, final_dir
+from probe.report.schema import load_inputs
 from conftest import run_probe
+
+REFERENCE_STAGES = [m.NAME for m in REFERENCE_MODULES]
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "probe_example_plugin"
@@ -79,7 +80,7 @@ def test_example_plugin_audit_module_class(audited):
     # the verdict is the report's rule applied to the per-seed MIG of the evaluated runs
     from probe.report.stats import verdict
 
-    inputs = json.loads((folder / "report_inputs.json").read_text())
+    inputs = load_inputs(folder)  # paths absolute again (probe.report.schema)
     runs = [r for r in inputs["runs"] if r["model"] == GOOD]
     # the plug-in's seeds are the reference's retrain seeds (modify pipelines start them at retrain.first_seed = 100)
     assert sorted((r["variant"], r["seed"]) for r in runs) == sorted((v_, s) for v_ in ("orig", "mod", "noise") for s in (100, 101))

@@ -125,6 +125,48 @@ def test_resume_is_bit_identical(restarts, monkeypatch):
     assert da == db
 
 
+def test_an_interrupted_manipulation_and_a_partner_are_kept_in_a_moved_folder(restarts, monkeypatch, tmp_path):
+    """Moved with its store and restarts (a pipeline workdir copied elsewhere), an interrupted manipulation continues
+    where it now lies and a finished rotated partner is reused: their identity is the store's content and the
+    checkpoints they were built from, not paths."""
+    import shutil
+    from pathlib import Path
+
+    from probe.perturb import train_manipulation
+    from probe.perturb.partner import rotated_partner
+    from probe.train import RunFolder
+
+    store, runs, root = restarts
+    cfg = {**TINY, "steps": 4, "checkpoint_every": 2, "log_every": 1}
+    here = tmp_path / "here"
+    here.mkdir()
+    for src in (store.path, *runs):
+        shutil.copytree(src, here / Path(src).name)
+    partner = rotated_partner(here / "r1", here / "partner", here / "orig.zarr")
+    built = (partner / "checkpoint.pt").stat().st_mtime_ns
+    original = RunFolder.save_checkpoint
+
+    def crash_after_first_checkpoint(self, payload):
+        original(self, payload)
+        if payload["step"] == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunFolder, "save_checkpoint", crash_after_first_checkpoint)
+    with pytest.raises(KeyboardInterrupt):
+        train_manipulation(here / "orig.zarr", [here / "r0"], [here / "r1"], here / "manip", cfg, progress=False)
+    monkeypatch.setattr(RunFolder, "save_checkpoint", original)
+
+    there = tmp_path / "there"
+    here.rename(there)
+    assert rotated_partner(there / "r1", there / "partner", there / "orig.zarr") == there / "partner"
+    assert (there / "partner" / "checkpoint.pt").stat().st_mtime_ns == built  # reused, not rebuilt
+    resumed = train_manipulation(there / "orig.zarr", [there / "r0"], [there / "r1"], there / "manip", cfg,
+                                 progress=False)
+    straight = train_manipulation(store.path, [runs[0]], [runs[1]], root / "straight", cfg, progress=False)
+    assert (resumed / "losses.jsonl").read_text() == (straight / "losses.jsonl").read_text()
+    assert json.loads((resumed / "config.json").read_text())["entangled"] == [str(there / "r0")]  # where it is now
+
+
 def test_apply_manipulation_writes_bounded_store(restarts, manipulation, tmp_path):
     from probe.data import open_store
     from probe.perturb import apply_manipulation, load_manipulation, manipulate, normalised_factors

@@ -344,3 +344,206 @@ def test_provenance_sums_the_legs_of_a_run_that_failed_and_ran_again(tmp_path, c
     assert len(read_legs(wd)) == 3 and read_legs(wd)[2]["stages"] == []
     assert [leg["started"] for leg in plan_legs(wd)] == [legs[0]["started"], legs[1]["started"]]
     assert wall_time_text({"wall_time_s": 12.4, "legs": [{"started": "t", "wall_time_s": 12.4}]}) == "wall time 12 s"
+
+
+# -- relocatable workdirs and damaged stages ----------------------------------------------------------------
+
+def fake_keyed(ctx, *, i):
+    """A result whose dict keys are paths (as the select stage keys its MIGs by run folder) and a non-path string."""
+    src = ctx.inputs["source"]["jobs"]["src"]["path"]
+    return {"by_path": {src: i}, "note": "not a path", "outside": "/nonexistent/dataset.h5"}
+
+
+def fake_report(ctx, *, workdir):
+    """Writes report_inputs.json as a report stage does (probe.report.schema.write_inputs with the workdir), into the
+    workdir and into its job folder."""
+    from probe.report.schema import write_inputs
+
+    data = {"workdir": workdir, "stores": {"orig": {"path": ctx.inputs["source"]["jobs"]["src"]["path"]}},
+            "runs": [{"model": "m", "variant": "orig", "seed": 0,
+                      "run_dir": str(Path(ctx.inputs["source"]["jobs"]["src"]["path"]).parent)}]}
+    for folder in (Path(workdir), ctx.job_dir):
+        write_inputs(folder, data, workdir=workdir)
+    return {"report_inputs": str(ctx.job_dir / "report_inputs.json"), "total": ctx.inputs["square"]["total"]}
+
+
+def relocation_stages(workdir):
+    keyed = Stage("keyed", {}, ["source"], lambda c: [Job("k", fake_keyed, {"i": 1})])
+    report = Stage("report", {}, ["source", "square"],
+                   lambda c: [Job("r", fake_report, {"workdir": str(Path(workdir).resolve())})], local=True)
+    return make_stages(square_fn=fake_broken, extra=[keyed, report])
+
+
+def _recorded_strings(obj):
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield k
+            yield from _recorded_strings(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _recorded_strings(v)
+
+
+def test_a_copied_workdir_resumes_and_reports_inside_the_copy(tmp_path, counter, monkeypatch):
+    """A run stopped mid-stage (square's j1 fails), copied, the original moved away, and the copy's first stage record
+    damaged (its recovery from job.json is where records of the original used to leak): the copy resumes, reuses every
+    finished job, reads and writes nothing outside itself, and every recorded path resolves inside it."""
+    from probe.pipeline.workdir import WORKDIR_MARK, recorded_paths
+    from probe.report.schema import load_inputs
+
+    original = tmp_path / "cluster" / "wd"
+    with pytest.raises(StageFailed):
+        run_stages(relocation_stages(original), original)
+    copy = tmp_path / "laptop" / "wd"
+    import shutil
+
+    shutil.copytree(original, copy)
+    original.rename(tmp_path / "cluster" / "gone")  # a read of the original fails from here on
+    digests = engine.stage_digests(relocation_stages(copy))
+    record = copy / "source" / digests["source"] / "stage.json"
+    record.write_text(record.read_text()[:30])
+    assert {s["name"]: s["state"] for s in workdir_status(copy)["stages"]}["source"] == "damaged"
+
+    monkeypatch.setenv("PROBE_TEST_FIXED", "1")
+    before = len(counter())
+    results, reports = run_stages(relocation_stages(copy), copy)
+    by_name = {r.name: r for r in reports}
+    assert by_name["source"].jobs_reused == 1 and by_name["source"].jobs_run == 0  # rebuilt from its job.json
+    assert by_name["square"].jobs_reused == 2 and by_name["square"].jobs_run == 1  # j0, j2 reused; j1 ran
+    assert counter()[before:].count("square/broken1") == 1 and "square/broken0" not in counter()[before:]
+    assert results["report"]["jobs"]["r"]["total"] == 0 + 1 + 2  # fake_broken: y = i
+    assert all(s["state"] == "complete" for s in workdir_status(copy)["stages"])
+
+    # in memory: absolute paths in the copy; on disk: every recorded path relative to the workdir and inside it
+    src = results["source"]["jobs"]["src"]["path"]
+    assert src == str(copy.resolve() / "source" / digests["source"] / "jobs" / "src" / "data.txt")
+    assert results["keyed"]["jobs"]["k"]["by_path"] == {src: 1}
+    assert results["keyed"]["jobs"]["k"]["outside"] == "/nonexistent/dataset.h5"
+    records = [p for name in ("stage.json", "job.json", "error.json", "pipeline.json") for p in copy.rglob(name)]
+    assert len([p for p in records if p.name == "job.json"]) == 1 + 3 + 1 + 1 + 1
+    marked = 0
+    for path in records:
+        text = path.read_text()
+        assert str(tmp_path / "cluster") not in text and str(copy.resolve()) not in text, path
+        data = json.loads(text)
+        for p in recorded_paths(data, copy.resolve()):
+            assert p.exists() and copy.resolve() in p.parents, (path, p)
+            marked += 1
+        assert not [s for s in _recorded_strings(data) if s.startswith(os.sep)
+                    and s != "/nonexistent/dataset.h5" and not s.startswith(sys.prefix)], path
+    assert marked == 6  # the stage.json and job.json of source, keyed and report
+    keyed_job = json.loads(next(copy.glob("keyed/*/jobs/k/job.json")).read_text())["result"]
+    assert list(keyed_job["by_path"]) == [f"{WORKDIR_MARK}/source/{digests['source']}/jobs/src/data.txt"]
+    assert keyed_job["note"] == "not a path"
+
+    # the report reads report_inputs.json (here and in the job folder) with paths inside the copy, even once moved
+    moved = tmp_path / "elsewhere"
+    copy.rename(moved)
+    for where in (moved, next(moved.glob("report/*/jobs/r"))):
+        written = json.loads((where / "report_inputs.json").read_text())
+        assert written["stores"]["orig"]["path"].startswith("$WORKDIR/") and not Path(written["workdir"]).is_absolute()
+        inputs = load_inputs(where)  # absolute again, where the workdir now stands
+        assert inputs["workdir"] == str(moved.resolve())
+        for value in (inputs["stores"]["orig"]["path"], inputs["runs"][0]["run_dir"]):
+            assert moved.resolve() in Path(value).parents and Path(value).exists()
+        assert Path(inputs["stores"]["orig"]["path"]).read_text() == "3"
+
+
+def test_report_inputs_copied_to_another_folder_keep_their_paths(tmp_path):
+    from probe.report.schema import copy_inputs, load_inputs, write_inputs
+
+    wd = tmp_path / "wd"
+    (wd / "stage" / "jobs" / "x").mkdir(parents=True)
+    (wd / "data.txt").write_text("d")
+    data = {"workdir": str(wd), "runs": [], "stores": {"orig": {"path": str(wd / "data.txt")}}, "name": "data.txt",
+            "outside": str(tmp_path / "dataset.h5")}
+    write_inputs(wd / "stage" / "jobs" / "x", data, workdir=wd)
+    (wd / "audits" / "m").mkdir(parents=True)
+    copy_inputs(wd / "stage" / "jobs" / "x", wd / "audits" / "m")
+    written = json.loads((wd / "audits" / "m" / "report_inputs.json").read_text())
+    assert written["workdir"] == "../.." and written["stores"]["orig"]["path"] == "$WORKDIR/data.txt"
+    assert written["name"] == "data.txt"  # a string that is no absolute path under the workdir is kept as it is
+    assert written["outside"] == str(tmp_path / "dataset.h5")
+    moved = tmp_path / "moved"
+    wd.rename(moved)
+    inputs = load_inputs(moved / "audits" / "m")
+    assert inputs["workdir"] == str(moved) and Path(inputs["stores"]["orig"]["path"]).read_text() == "d"
+
+
+def test_a_marker_lookalike_in_a_result_is_refused_and_paths_round_trip(tmp_path):
+    from probe.pipeline.workdir import from_record, to_record
+
+    wd = tmp_path / "wd"
+    partial, final = wd / "s" / "d.partial", wd / "s" / "d"
+    obj = {"a": str(partial / "jobs" / "x"), str(wd / "k"): [str(wd), "plain", str(tmp_path / "out"), 3, None],
+           "p": partial / "f"}
+    record = to_record(obj, wd, staged=(partial, final))
+    assert record == {"a": "$WORKDIR/s/d/jobs/x", "$WORKDIR/k": ["$WORKDIR", "plain", str(tmp_path / "out"), 3, None],
+                      "p": "$WORKDIR/s/d/f"}
+    assert from_record(record, wd, staged=(partial, final)) == {**obj, "p": str(partial / "f")}
+    assert from_record(record, tmp_path / "copy")["a"] == str(tmp_path / "copy" / "s" / "d" / "jobs" / "x")
+    with pytest.raises(ValueError, match="cannot begin with"):
+        to_record({"x": "$WORKDIR/looks/like/a/path"}, wd)
+
+
+def test_status_on_damaged_stages_exits_2_with_advice_and_marks_later_stages_stale(tmp_path, counter, capsys):
+    import shutil
+
+    from conftest import run_probe
+
+    meta = {"pipeline": "toy", "preset": "smoke"}
+    wd = tmp_path / "wd"
+    digests = engine.stage_digests(make_stages())
+    run_stages(make_stages(), wd, meta=meta)
+    code, out, err = run_probe(["pipeline", "status", str(wd)], capsys)
+    assert code == 0 and out.count("complete") == 3 and not err
+
+    # a stage's files lost: the result names a path that is gone; the stages computed from it are stale
+    data = wd / "source" / digests["source"] / "jobs" / "src" / "data.txt"
+    data.unlink()
+    code, out, err = run_probe(["pipeline", "status", str(wd)], capsys)
+    assert code == 2
+    assert [line.split()[:2] for line in out.splitlines()[1:]] == [["source", "damaged"], ["square", "stale"],
+                                                                    ["final", "stale"]]
+    assert "depends on damaged source" in out
+    assert f"stage 'source' in {wd.resolve()} is damaged" in err and str(data) in err and "stale" in err
+    assert f"`probe pipeline run toy --preset smoke --workdir {wd.resolve()} --force source`" in err
+    code, out, err = run_probe(["pipeline", "status", str(wd), "--json"], capsys)
+    assert code == 2 and json.loads(out)["damage"][0]["stale"] == ["square", "final"]
+    # `run` refuses (nothing runs, nothing is deleted) until --force covers the stale stages
+    calls = len(counter())
+    with pytest.raises(UserError, match="--force source"):
+        run_stages(make_stages(), wd, meta=meta)
+    with pytest.raises(UserError, match="--force source"):
+        run_stages(make_stages(), wd, meta=meta, force="final")  # square would still be stale
+    assert len(counter()) == calls and (wd / "square" / digests["square"]).exists()
+    _, reports = run_stages(make_stages(), wd, meta=meta, force="source")
+    assert [r.jobs_run for r in reports] == [1, 3, 1] and data.read_text() == "3"
+    assert run_probe(["pipeline", "status", str(wd)], capsys)[0] == 0
+
+    # a final folder missing while the stages computed from it are complete
+    shutil.rmtree(wd / "square" / digests["square"])
+    code, out, err = run_probe(["pipeline", "status", str(wd)], capsys)
+    assert code == 2 and "square       damaged" in out and "final        stale" in out
+    assert "source       complete" in out and "is missing" in err and "--force square" in err
+    run_stages(make_stages(), wd, meta=meta, force="square")
+
+    # an unreadable job.json: the repair reruns that job, so what was computed from the stage is stale
+    job = wd / "square" / digests["square"] / "jobs" / "j1" / "job.json"
+    job.write_text("{")
+    code, out, err = run_probe(["pipeline", "status", str(wd)], capsys)
+    assert code == 2 and "job j1" in err and "final        stale" in out and "--force square" in err
+
+    # only stage.json lost, its jobs intact: the next run rebuilds the same result, nothing is stale
+    run_stages(make_stages(), wd, meta=meta, force="square")
+    record = wd / "square" / digests["square"] / "stage.json"
+    record.write_text(record.read_text()[:40])
+    code, out, err = run_probe(["pipeline", "status", str(wd)], capsys)
+    assert code == 2 and "square       damaged" in out and "final        complete" in out
+    assert "repairs it" in err and "--force" not in err
+    calls = len(counter())
+    _, reports = run_stages(make_stages(), wd, meta=meta)
+    assert [r.cached for r in reports] == [True, False, True] and len(counter()) == calls
+    assert run_probe(["pipeline", "status", str(wd)], capsys)[0] == 0

@@ -20,6 +20,7 @@ import pytest
 
 from probe.pipeline import run_pipeline
 from probe.pipeline.workdir import LOCK_FILE, workdir_status
+from probe.report.schema import load_inputs
 from conftest import run_probe
 
 pytestmark = pytest.mark.slow
@@ -52,7 +53,7 @@ def test_smoke_completes_every_stage(smoke):
     assert [s["state"] for s in st["stages"]] == ["complete"] * len(st["stages"])
     assert smoke.jobs_run == sum(s["total"] for s in st["stages"])
 
-    ri = json.loads((smoke.workdir / "report_inputs.json").read_text())
+    ri = load_inputs(smoke.workdir)
     assert ri["pipeline"] == PIPELINE and ri["preset"] == "smoke" and ri["dataset"] == "dsprites"
     mod, noise = open_store(ri["stores"]["mod"]["path"]), open_store(ri["stores"]["noise"]["path"])
     orig = open_store(ri["stores"]["orig"]["path"])
@@ -116,7 +117,7 @@ def test_smoke_keeps_final_weights_only_and_stays_under_200_mb(smoke):
     from probe.train import RunFolder
     from probe.train.run_folder import COMPACTED
 
-    ri = json.loads((smoke.workdir / "report_inputs.json").read_text())
+    ri = load_inputs(smoke.workdir)
     runs = [r["run_dir"] for r in ri["runs"] + ri["restarts"]]
     assert len(runs) == 14 * 6 + 4
     for run_dir in runs:
@@ -238,7 +239,7 @@ def test_external_dask_scheduler_with_two_workers(smoke, tmp_path, capsys):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-    ri = json.loads((wd / "report_inputs.json").read_text())
+    ri = load_inputs(wd)
     assert len(_runs_by_key(ri)) == 12 and all(r["metrics"]["mig"]["mig"] >= 0 for r in ri["runs"])
     assert {r["selected"] for r in ri["restarts"]} == {"entangled", "disentangled", None}
     from probe.data import open_store

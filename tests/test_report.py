@@ -167,8 +167,7 @@ def write_fake_workdir(root, *, store_path=None, restart_dirs=None, robustness=T
     if computed:
         from probe.pipeline.report_data import add_report_data
 
-        (root / "report-stage").mkdir()
-        inputs = add_report_data(inputs, root / "report-stage", root=root)
+        inputs = add_report_data(inputs, root=root)
     write_inputs(root, inputs)
     return inputs
 
@@ -184,6 +183,8 @@ def trained_restarts(tmp_path_factory):
 def test_report_with_trained_restarts(tmp_path, trained_restarts):
     import matplotlib.pyplot as plt
 
+    from probe.report.figures import read_tiles
+
     store, runs = trained_restarts
     workdir = tmp_path / "wd"
     inputs = write_fake_workdir(workdir, store_path=store.path, robustness=False,
@@ -195,7 +196,7 @@ def test_report_with_trained_restarts(tmp_path, trained_restarts):
     latents = inputs["restart_latents"]
     assert [p["selected"] for p in latents["panels"]] == ["disentangled", "entangled"]
     for panel in latents["panels"]:  # the report stage decoded each traversal into a PNG of 7 × 7 tiles of 16 px
-        assert _png_size(panel["traversal"])[:2] == (7 * 16, 7 * 16)
+        assert read_tiles(panel["traversal_png"], 7).shape == (7, 7, 16, 16, 1)
     out = make_report(workdir, tmp_path / "rep")
     names = {p.name for p in out["figures"]}
     assert {"nmi_dsprites.png", "traversals_dsprites.png", "figure4_dsprites.png"} <= names

@@ -50,8 +50,7 @@ def computed_workdir(tmp_path_factory):
     for r in inputs["runs"]:
         if r["model"] == "beta-vae" and r["variant"] == "orig" and r["seed"] in (0, 1):
             r["run_dir"] = str(runs[r["seed"]])
-    (workdir / "report-stage").mkdir()
-    inputs = add_report_data(inputs, workdir / "report-stage", root=workdir)
+    inputs = add_report_data(inputs, root=workdir)
     write_inputs(workdir, inputs)
     return {"workdir": workdir, "inputs": inputs, "runs": runs, "trained": root / "trained", "root": root}
 
@@ -78,15 +77,15 @@ def test_the_report_stage_records_what_needs_models_and_stores(computed_workdir)
 
 
 def test_traversal_tiles_round_trip(tmp_path):
-    from probe.pipeline.report_data import write_tiles
+    from probe.pipeline.report_data import encode_tiles
     from probe.report.figures import read_tiles
 
     rng = np.random.default_rng(0)
     for channels in (1, 3):
         grid = rng.random((3, 3, 5, 4, channels)).astype(np.float32)
-        back = read_tiles(write_tiles(grid, tmp_path / f"t{channels}.png"), 3)
+        back = read_tiles(encode_tiles(grid), 3)
         assert back.shape == grid.shape and np.abs(back - grid).max() <= 0.5 / 255 + 1e-7
-    assert read_tiles(tmp_path / "missing.png", 3) is None
+    assert read_tiles(None, 3) is None and read_tiles("not base64!", 3) is None
 
 
 def test_report_imports_no_model_code_and_reads_no_store(computed_workdir, tmp_path):

@@ -214,14 +214,14 @@ def train_manipulation(store_path, entangled_runs, disentangled_runs, out_dir, c
     overlap = set(entangled_runs) & set(disentangled_runs)
     if overlap:
         raise UserError(f"a run cannot be both entangled and disentangled: {', '.join(sorted(overlap))}")
-    identity = {
+    record = {
         "config": cfg,
         "store": {"path": str(store.path), "digest": store.digest, "name": store.name},
         "entangled": entangled_runs,
         "disentangled": disentangled_runs,
         "restart_digests": {r: RunFolder(r).checkpoint_sha256() for r in entangled_runs + disentangled_runs},
     }
-    record = {**identity, "identity_digest": digest_json(identity), "code_version": code_version(),
+    record = {**record, "identity_digest": digest_json(_identity_of(record)), "code_version": code_version(),
               "environment": environment(), "image_shape": list(store.image_shape),
               "factor_sizes": store.factor_sizes, "factor_names": store.factor_names}
     folder = ManipulationRunFolder(out_dir)
@@ -246,8 +246,15 @@ def train_manipulation(store_path, entangled_runs, disentangled_runs, out_dir, c
 
 
 def _identity_of(record: dict) -> dict:
-    """The parts of a manipulation config that must match for a resume to continue the same run."""
-    return {key: record.get(key) for key in ("config", "store", "entangled", "disentangled", "restart_digests")}
+    """The parts of a manipulation config that must match for a resume to continue the same run: the config, the
+    store's content digest and the restarts' checkpoints (sha256, in order), not where they lie, so a run folder
+    copied or moved with its pipeline workdir (the store and the restarts with it) continues in the copy. The
+    record keeps the paths as provenance."""
+    digests = record.get("restart_digests") or {}
+    store = record.get("store") or {}
+    return {"config": record.get("config"), "store": {"digest": store.get("digest"), "name": store.get("name")},
+            "entangled": [digests.get(r) for r in record.get("entangled") or []],
+            "disentangled": [digests.get(r) for r in record.get("disentangled") or []]}
 
 
 class _Trainer:

@@ -95,7 +95,7 @@ def rotated_partner(run_dir, out_dir, store_path, *, rotation_deg: float = 45.0,
     dims = most_important_pair(run_dir, store_path, seed=seed)
     record = {"source": str(source.path), "source_checkpoint_sha256": source.checkpoint_sha256(),
               "rotation_deg": float(rotation_deg), "dims": list(dims)}
-    if folder.is_complete and folder.read_config().get("partner") == record:
+    if folder.is_complete and _same_partner(folder.read_config().get("partner"), record):
         return folder.path
     payload = source.load_checkpoint()
     num_latent = int(payload["model"][f"{ENCODER_MEAN}.weight"].shape[0])
@@ -116,6 +116,12 @@ def rotated_partner(run_dir, out_dir, store_path, *, rotation_deg: float = 45.0,
         done = json.loads(source.done_path.read_text())
         staged.write_done({**done, "partner": record, "checkpoint_sha256": staged.checkpoint_sha256()})
     return folder.path
+
+
+def _same_partner(old: dict | None, new: dict) -> bool:
+    """Whether a finished partner was built as ``new`` asks: the same source checkpoint, rotation and plane; the
+    source's path is provenance (a pipeline workdir copied elsewhere keeps its partner)."""
+    return isinstance(old, dict) and all(old.get(k) == new[k] for k in new if k != "source")
 
 
 __all__ = ["plane_rotation", "rotate_weights", "rotated_partner", "most_important_pair"]

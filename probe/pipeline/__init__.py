@@ -91,24 +91,24 @@ def run_pipeline(name: str, *, workdir, preset: str = "smoke", overrides: dict |
                                                               "config": plan.config})
         finally:
             executor.close()
-    _publish(workdir, results)
+    _publish(workdir, results, graph_of(plan.config).modules)
     run = PipelineRun(workdir, results, reports, time.time() - t0)
     if progress:
         print(f"done in {run.wall_time_s:.1f}s ({run.jobs_run} job(s) run)", file=sys.stderr)
     return run
 
 
-def _publish(workdir: Path, results: dict) -> None:
-    """Copy the report stage's report_inputs.json to WORKDIR when it is missing (a cached report)."""
-    import shutil
+def _publish(workdir: Path, results: dict, modules: tuple) -> None:
+    """Copy the modify report stage's report_inputs.json to WORKDIR when it is missing (a cached report)."""
+    from probe.pipeline.stages import report
+    from probe.pipeline.stages.face import present
+    from probe.report.schema import copy_inputs, inputs_path
 
-    from probe.report.schema import inputs_path
-
-    report = results.get("report") or {}
-    src = report.get("jobs", {}).get("report", {}).get("report_inputs") if isinstance(report, dict) else None
-    dst = inputs_path(workdir)
-    if src and Path(src).exists() and not dst.exists():
-        shutil.copyfile(src, dst)
+    if report not in modules or not present(results, report):
+        return
+    src = report.result(results).report_inputs
+    if Path(src).exists() and not inputs_path(workdir).exists():
+        copy_inputs(src, workdir)
 
 
 def _now() -> str:

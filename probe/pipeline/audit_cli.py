@@ -104,11 +104,12 @@ def publish(workdir: Path, job: dict) -> dict:
     """Copy the audit stage's files to ``WORKDIR/audits/<slug>/`` (also after a cached run: the
     latest audit of a plug-in is the one published)."""
     from probe.provenance import atomic_path
-    from probe.report.schema import FILE_NAME, inputs_path
+    from probe.report.schema import copy_inputs, inputs_path
 
     out = Path(workdir) / AUDITS_DIR / job["slug"]
     out.mkdir(parents=True, exist_ok=True)  # may also hold a `probe report` of it: files are replaced one by one
-    for key, name in (("report_inputs", FILE_NAME), ("markdown", "audit.md"), ("audit", "audit.json")):
+    copy_inputs(job["report_inputs"], out)  # its "workdir" entry rewritten for the new folder
+    for key, name in (("markdown", "audit.md"), ("audit", "audit.json")):
         with atomic_path(out / name, overwrite=True) as tmp:
             shutil.copyfile(job[key], tmp)
     result = json.loads((out / "audit.json").read_text())

@@ -76,23 +76,27 @@ def run(name, preset, workdir, scheduler, workers, until, force, sets, quiet):
 @click.argument("workdir", type=click.Path(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def status(workdir, as_json):
-    """What is done, running and failed in WORKDIR."""
+    """What is done, running and failed in WORKDIR; exit 2, with advice, when a stage is damaged."""
     from probe.pipeline.workdir import workdir_status
 
     st = workdir_status(workdir)
     if as_json:
         click.echo(json.dumps(st, indent=2))
-        return
-    who = f"running (pid {st['running_pid']})" if st["running_pid"] else "not running"
-    click.echo(f"{st['pipeline']} preset {st['preset']} in {st['workdir']}: {who}; started {st['started']}")
-    for s in st["stages"]:
-        extra = []
-        if s["running"]:
-            extra.append(f"running: {', '.join(s['running'])}")
-        if s["interrupted"]:
-            extra.append(f"interrupted: {len(s['interrupted'])}")
-        click.echo(f"  {s['name']:<12} {s['state']:<9} {s['done']}/{s['total']} jobs  {'; '.join(extra)}")
-        for f in s["failed"]:
-            click.echo(f"      FAILED {f['job']}: {f['error']}  (log: {f['log']})")
+    else:
+        who = f"running (pid {st['running_pid']})" if st["running_pid"] else "not running"
+        click.echo(f"{st['pipeline']} preset {st['preset']} in {st['workdir']}: {who}; started {st['started']}")
+        for s in st["stages"]:
+            extra = []
+            if s["running"]:
+                extra.append(f"running: {', '.join(s['running'])}")
+            if s["interrupted"]:
+                extra.append(f"interrupted: {len(s['interrupted'])}")
+            if s["state"] == "stale":
+                extra.append(f"depends on damaged {s['stale_from']}")
+            click.echo(f"  {s['name']:<12} {s['state']:<9} {s['done']}/{s['total']} jobs  {'; '.join(extra)}")
+            for f in s["failed"]:
+                click.echo(f"      FAILED {f['job']}: {f['error']}  (log: {f['log']})")
     if not st["stages"]:
         raise UserError("the plan holds no stages")
+    if st["advice"]:
+        raise UserError(st["advice"])

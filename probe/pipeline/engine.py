@@ -6,7 +6,14 @@ folders: probe.pipeline.workdir). Inside a partial stage each job owns ``jobs/<k
 finished when ``jobs/<key>/job.json`` exists (written atomically by the job wrapper on the worker,
 probe.pipeline.worker, so a killed driver loses nothing finished). When every job is finished the
 stage's ``collect`` result goes into ``stage.json`` and the partial folder is renamed to its final
-name; paths inside results that point into the partial folder are rewritten to the final one.
+name; paths inside results that point into the partial folder are rewritten to the final one. On
+disk, results name paths relative to the workdir (``$WORKDIR/...``: probe.pipeline.workdir.to_record),
+so a copied or moved workdir resumes where it stands; in memory they are absolute.
+
+Before any work, a damaged workdir (probe.pipeline.workdir.plan_damage: a stage whose repair may change
+its result while complete stages computed from it exist) is refused with advice, unless ``force``
+covers the stale stages; the folders of forced stages are removed before anything runs, so an
+interrupted forced run never leaves stages computed from the old result beside the new one.
 
 Execution: jobs are dask.distributed tasks (probe.pipeline.executors); ``scheduler="synchronous"``
 runs them in this process, one after the other (debugging, fast tests). A failing job is retried
@@ -22,13 +29,13 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from probe.errors import UserError
 from probe.pipeline.executors import SynchronousExecutor
 from probe.pipeline.progress import Progress, format_seconds
-from probe.pipeline.workdir import (JOB_FILE, PLAN_FILE, STAGE_FILE, Leg, final_dir, job_dir, load_stage_result,
-                                    log_path, now, partial_dir, read_json)
+from probe.pipeline.workdir import (PLAN_FILE, STAGE_FILE, Leg, damage_advice, final_dir, job_dir, load_stage_result,
+                                    log_path, moved_paths, now, partial_dir, plan_damage, read_job_result, to_record)
 from probe.provenance import code_version, digest_json, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -113,16 +120,6 @@ def stage_digests(stages: list[Stage], version: dict | None = None) -> dict[str,
     return digests
 
 
-def _rewrite_paths(obj: Any, old: str, new: str) -> Any:
-    if isinstance(obj, str):
-        return new + obj[len(old):] if obj == old or obj.startswith(old + os.sep) else obj
-    if isinstance(obj, dict):
-        return {k: _rewrite_paths(v, old, new) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_rewrite_paths(v, old, new) for v in obj]
-    return obj
-
-
 # -- running ----------------------------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -136,10 +133,14 @@ class StageReport:
     wall_time_s: float = 0.0
 
 
-def write_plan(workdir: Path, stages: list[Stage], digests: dict, meta: dict) -> None:
-    plan = {**meta, "stages": [{"name": s.name, "digest": digests[s.name], "inputs": s.inputs,
-                                "jobs": [j.key for j in s.jobs(s.config)]} for s in stages]}
-    write_json_atomic(workdir / PLAN_FILE, plan)
+def plan_entries(stages: list[Stage], digests: dict) -> list[dict]:
+    """The plan's stage entries (``pipeline.json``, ``workdir.plan_damage``): name, digest, inputs, job keys."""
+    return [{"name": s.name, "digest": digests[s.name], "inputs": s.inputs, "jobs": [j.key for j in s.jobs(s.config)]}
+            for s in stages]
+
+
+def write_plan(workdir: Path, plan: dict) -> None:
+    write_json_atomic(workdir / PLAN_FILE, to_record(plan, workdir))
 
 
 def run_stages(stages: list[Stage], workdir: str | os.PathLike, *, executor=None, until: str | None = None,
@@ -160,9 +161,17 @@ def run_stages(stages: list[Stage], workdir: str | os.PathLike, *, executor=None
     progress = progress or Progress(enabled=False)
     digests = stage_digests(stages)
     workdir.mkdir(parents=True, exist_ok=True)
-    write_plan(workdir, stages, digests, {**(meta or {}), "pid": os.getpid(), "started": now()})
+    plan = {**(meta or {}), "pid": os.getpid(), "started": now(), "stages": plan_entries(stages, digests)}
     forced = set(names[names.index(force):]) if force else set()
     last = names.index(until) if until else len(stages) - 1
+    _refuse_stale(workdir, plan, forced)
+    write_plan(workdir, plan)
+    for stage in stages:  # before anything runs: a killed forced run leaves nothing computed from the old results
+        if stage.name in forced:
+            for path in (final_dir(workdir, stage.name, digests[stage.name]),
+                         partial_dir(workdir, stage.name, digests[stage.name])):
+                if path.exists():
+                    shutil.rmtree(path)
 
     leg = Leg(workdir)
     try:
@@ -171,19 +180,22 @@ def run_stages(stages: list[Stage], workdir: str | os.PathLike, *, executor=None
         leg.tick(finished=True)
 
 
+def _refuse_stale(workdir: Path, plan: dict, forced: set) -> None:
+    """UserError (nothing run, nothing deleted) when a damaged stage's repair may change its result while complete
+    stages computed from it are not forced: they would be reused, computed from a result that is gone."""
+    damages = [d for d in plan_damage(workdir, plan["stages"]) if set(d.stale) - forced]
+    if damages:
+        raise UserError(damage_advice(damages, plan, workdir))
+
+
 def _run_stages(stages: list[Stage], workdir: Path, digests: dict, forced: set, executor, progress: Progress, leg: Leg,
                 count: int) -> tuple[dict[str, dict], list[StageReport]]:
     results: dict[str, dict] = {}
     reports: list[StageReport] = []
     for index, stage in enumerate(stages, start=1):
         digest = digests[stage.name]
-        final, partial = final_dir(workdir, stage.name, digest), partial_dir(workdir, stage.name, digest)
-        if stage.name in forced:
-            for path in (final, partial):
-                if path.exists():
-                    shutil.rmtree(path)
         jobs = stage.jobs(stage.config)
-        cached = load_stage_result(workdir, stage.name, digest)
+        cached = load_stage_result(workdir, stage.name, digest, [j.key for j in jobs])
         if cached is not None:
             results[stage.name] = cached
             reports.append(StageReport(stage.name, digest, len(jobs), cached=True))
@@ -236,10 +248,11 @@ def _run_stage(stage: Stage, digest: str, input_digests: dict, jobs: list[Job], 
     start = time.time()
     job_results: dict[str, dict] = {}
     todo: list[Job] = []
+    staged = (str(partial), str(final))
     for job in jobs:
-        done = read_json(job_dir(partial, job.key) / JOB_FILE)
+        done = read_job_result(job_dir(partial, job.key), workdir, staged)
         if done is not None:
-            job_results[job.key] = done["result"]
+            job_results[job.key] = done
         else:
             todo.append(job)
     report = StageReport(stage.name, digest, len(jobs), cached=False, jobs_reused=len(job_results))
@@ -251,6 +264,7 @@ def _run_stage(stage: Stage, digest: str, input_digests: dict, jobs: list[Job], 
     def spec_of(job: Job) -> dict:
         return {"fn": job.fn, "kwargs": job.kwargs, "inputs": inputs, "stage": stage.name, "key": job.key,
                 "job_dir": str(job_dir(partial, job.key)), "log": str(log_path(workdir, stage.name, job.key)),
+                "workdir": str(workdir), "staged": staged,
                 "torch_threads": getattr(executor, "torch_threads", None), "batch": job.batch,
                 "batch_fn": job.batch_fn}
 
@@ -289,11 +303,11 @@ def _run_stage(stage: Stage, digest: str, input_digests: dict, jobs: list[Job], 
         raise failed
 
     result = stage.collect(stage.config, inputs, job_results) if stage.collect else {"jobs": job_results}
-    result = _rewrite_paths(result, str(partial), str(final))
-    write_json_atomic(partial / STAGE_FILE, {
+    result = moved_paths(result, partial, final)
+    write_json_atomic(partial / STAGE_FILE, to_record({
         "stage": stage.name, "digest": digest, "config": stage.config, "inputs": input_digests,
         "code_version": code_version(), "finished": now(), "wall_time_s": time.time() - start, "result": result,
-    })
+    }, workdir))
     os.replace(partial, final)
     report.wall_time_s = time.time() - start
     progress.line(index, count, stage.name, len(jobs), len(jobs), None, f"done in {format_seconds(report.wall_time_s)}",

@@ -2,7 +2,7 @@
 report_inputs.json (``probe.report.schema``), so that ``probe report`` is a pure function of that file and the files
 it names and re-renders a finished workdir in seconds.
 
-``add_report_data(inputs, out_dir, root=)`` takes the assembled report inputs (``probe.pipeline.report_inputs``:
+``add_report_data(inputs, root=)`` takes the assembled report inputs (``probe.pipeline.report_inputs``:
 stores, runs, restarts, provenance) and adds, each from the stores and run folders those name:
 
 * per store (``stores[variant]``): ``factor_names``, ``factor_sizes``, ``num_images``; for orig and mod
@@ -11,7 +11,7 @@ stores, runs, restarts, provenance) and adds, each from the stores and run folde
 * ``factor_capture``: which factors each retrained run encodes on MIG's own sample of its training store
   (``probe.metrics.mig.factor_capture``; the report counts, checks and tabulates them, ``probe.report.capture``);
 * ``restart_latents``: for the selected restarts, the normalised MI of factors × latents on ``NMI_SAMPLES`` orig
-  images and a 2-D latent traversal (Fig. 10/11) decoded into a PNG in ``out_dir`` (tiles of
+  images and a 2-D latent traversal (Fig. 10/11) decoded into a PNG recorded in the file (base64; tiles of
   ``TRAVERSAL_STEPS`` × ``TRAVERSAL_STEPS`` images, no gaps; the report draws the figures);
 * ``manipulation_deviations``: appendix B.1 departures of the manipulation config (``probe.perturb.adversarial``).
 
@@ -39,15 +39,14 @@ TRAVERSAL_STEPS = 7              # the traversal grid is steps × steps decoded 
 TRAVERSAL_LIMIT = 2.0            # ... over [−limit, limit] on the restart's two most important latents
 
 
-def add_report_data(inputs: dict, out_dir, *, root=None) -> dict:
-    """``inputs`` with the computed sections added (a new dict; ``inputs`` is not changed). ``out_dir``: where the
-    traversal PNGs go (the stage's job folder); ``root``: what relative recorded paths are relative to (default
-    ``inputs["workdir"]``)."""
+def add_report_data(inputs: dict, *, root=None) -> dict:
+    """``inputs`` with the computed sections added (a new dict; ``inputs`` is not changed). ``root``: what relative
+    recorded paths are relative to (default ``inputs["workdir"]``)."""
     root = root if root is not None else inputs.get("workdir") or "."
     out = dict(inputs)
     out["stores"] = store_facts(inputs.get("stores") or {}, root)
     out["factor_capture"] = capture_runs(inputs, root) if inputs.get("runs") else None
-    latents = restart_latents(inputs, Path(out_dir), root)
+    latents = restart_latents(inputs, root)
     if latents is not None:
         out["restart_latents"] = latents
     out["manipulation_deviations"] = manipulation_deviations(inputs)
@@ -215,20 +214,26 @@ def traversal_grid(model, base_code: np.ndarray, dims: tuple[int, int], *, steps
     return images.reshape(steps, steps, *images.shape[1:])
 
 
-def write_tiles(grid: np.ndarray, path: Path) -> Path:
-    """A traversal grid float [S, S, H, W, C] in [0, 1] as one PNG of S × S tiles (8 bit; grey for C = 1)."""
+def encode_tiles(grid: np.ndarray) -> str:
+    """A traversal grid float [S, S, H, W, C] in [0, 1] as one PNG of S × S tiles (8 bit; grey for C = 1), base64:
+    recorded in report_inputs.json itself, so the file names no file of the stage that writes it (a stage's own
+    folder is renamed when it completes) and a copied workdir keeps its figures."""
+    import base64
+    import io
+
     from PIL import Image
 
     s1, s2, h, w, c = grid.shape
     mosaic = np.clip(np.rint(np.asarray(grid) * 255.0), 0, 255).astype(np.uint8)
     mosaic = mosaic.transpose(0, 2, 1, 3, 4).reshape(s1 * h, s2 * w, c)
-    Image.fromarray(mosaic[..., 0] if c == 1 else mosaic).save(path)
-    return path
+    buffer = io.BytesIO()
+    Image.fromarray(mosaic[..., 0] if c == 1 else mosaic).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def restart_latents(inputs: dict, out_dir: Path, root) -> dict | None:
+def restart_latents(inputs: dict, root) -> dict | None:
     """{"nmi_samples", "seed", "bins", "steps", "limit", "factor_names", "panels": [{"run_dir", "selected", "mig",
-    "nmi" [K, D], "dims", "traversal" (PNG path)}]} for the selected restarts in role order, or {"unavailable": why}
+    "nmi" [K, D], "dims", "traversal_png" (base64 PNG, ``encode_tiles``)}]} for the selected restarts in role order, or {"unavailable": why}
     when they cannot be loaded (missing trainer, missing checkpoint, unreadable store); None without selected
     restarts."""
     selected = [r for r in inputs.get("restarts") or [] if r.get("selected") in ("entangled", "disentangled")]
@@ -236,12 +241,12 @@ def restart_latents(inputs: dict, out_dir: Path, root) -> dict | None:
         return None
     try:
         return {"nmi_samples": NMI_SAMPLES, "seed": SEED, "bins": NMI_BINS, "steps": TRAVERSAL_STEPS,
-                "limit": TRAVERSAL_LIMIT, **_restart_panels(inputs, selected, out_dir, root)}
+                "limit": TRAVERSAL_LIMIT, **_restart_panels(inputs, selected, root)}
     except Exception as exc:  # noqa: BLE001 - stated in the report
         return {"unavailable": f"{type(exc).__name__}: {exc}"}
 
 
-def _restart_panels(inputs: dict, selected: list[dict], out_dir: Path, root) -> dict:
+def _restart_panels(inputs: dict, selected: list[dict], root) -> dict:
     from probe.analysis.runs import active_latents, encode_sample, load_model
     from probe.data import open_store
     from probe.errors import UserError
@@ -257,10 +262,9 @@ def _restart_panels(inputs: dict, selected: list[dict], out_dir: Path, root) -> 
         order = active_latents(sample["variances"], sample["codes"].shape[1], threshold=math.inf)
         dims = (int(order[0]), int(order[1])) if len(order) > 1 else (0, min(1, sample["codes"].shape[1] - 1))
         grid = traversal_grid(model, sample["codes"][0], dims)
-        tiles = write_tiles(grid, out_dir / f"traversal_{i}_{r['selected']}.png")
         panels.append({"run_dir": r["run_dir"], "selected": r["selected"], "mig": r.get("mig"),
                        "nmi": normalized_mutual_information(sample["codes"], sample["factors"]).tolist(),
-                       "dims": list(dims), "traversal": str(tiles)})
+                       "dims": list(dims), "traversal_png": encode_tiles(grid)})
     return {"factor_names": list(store.factor_names), "panels": panels}
 
 

@@ -1,4 +1,5 @@
-"""The files of a pipeline workdir: stage folders, the run lock, and what ``probe pipeline status`` reads.
+"""The files of a pipeline workdir: stage folders, the run lock, how paths are recorded, and what ``probe pipeline
+status`` reads.
 
 Layout::
 
@@ -9,11 +10,32 @@ Layout::
     WORKDIR/<stage>/<digest>.partial/     a stage being computed; finished jobs inside are kept
     WORKDIR/<stage>/<digest>.partial/jobs/<key>/   one job: job.json (its result), started.json, error.json
     WORKDIR/logs/<stage>/<job>.log        one log per job (stdout, stderr, logging)
+
+Paths (a workdir is relocatable: copied or moved, it resumes and reports where it now stands). In memory, results
+name absolute paths under the workdir where the pipeline now runs (what jobs get as ``ctx.inputs``, what
+``run_stages`` returns). On disk, every file the engine writes (stage.json, job.json, error.json, pipeline.json)
+records a path under the workdir as ``$WORKDIR/<path relative to it>`` (``WORKDIR_MARK``, ``probe.rooted``; the workdir itself as
+``$WORKDIR``), in values and in dict keys alike (the select stage keys its MIGs by run folder). The marker makes
+reading unambiguous: only strings that begin with it are paths to make absolute again, and a result string that
+begins with it but is not a path under the workdir is refused when written. A path outside the workdir (an official
+dataset file, a plug-in's source) stays absolute. Paths under a stage's ``.partial`` folder are recorded under its
+final name, where they are once the stage is complete. ``to_record`` and ``from_record`` are the one pair that
+converts, used by the engine (stage.json, the plan, reused job.json) and the worker (job.json, error.json).
+
+``report_inputs.json`` records its paths with the same marker (``probe.rooted``; its writer and reader:
+probe.report.schema), and names the workdir relative to its own folder.
+
+Damage (``stage_damage``): a complete stage whose stage.json or a job.json is unreadable, or whose result names a
+path that is gone, and a stage whose final folder is missing while stages computed from it are complete. Repairing
+a stage whose jobs are intact (only stage.json lost) rebuilds the same result; any other repair may change it, so
+the complete stages computed from it are *stale*: ``probe pipeline status`` says so and exits 2, and ``pipeline run``
+refuses (nothing is deleted unasked) until ``--force`` recomputes them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import json
 import logging
@@ -24,6 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from probe import rooted
 from probe.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -64,17 +87,72 @@ def log_path(workdir: Path, stage: str, key: str) -> Path:
     return workdir / "logs" / stage / f"{key}.log"
 
 
-def load_stage_result(workdir: Path, stage: str, digest: str) -> dict | None:
-    """The cached result of a finished stage, or None when it must run.
+# -- paths: absolute in memory, relative to the workdir on disk -----------------------------------------
 
-    A finished stage's folder whose record is missing or damaged (a truncated ``stage.json``) is handed back to
-    job-level resumption: the folder is renamed to its ``.partial`` name, so the stage runs again, reuses every
-    finished job in it and writes a new record."""
+WORKDIR_MARK = rooted.MARK
+
+
+def to_record(obj: Any, workdir: str | os.PathLike, *, staged: tuple | None = None) -> Any:
+    """``obj`` as the engine writes it: every string (value or dict key) that is the workdir or an absolute path
+    under it becomes ``$WORKDIR`` or ``$WORKDIR/<relative path>`` (``probe.rooted.mark``); other strings are kept.
+    ``staged``: (partial, final) folders of the stage being computed: a path under ``partial`` is recorded under
+    ``final``. ValueError for a string that begins with the marker (it would be read back as a path)."""
+    if staged is not None:
+        obj = moved_paths(obj, staged[0], staged[1])
+
+    def refuse(text: str) -> str:
+        if text.startswith(WORKDIR_MARK):
+            raise ValueError(f"a result string cannot begin with {WORKDIR_MARK} (the marker of recorded paths): {text!r}")
+        return text
+
+    return rooted.mark(rooted.map_strings(obj, refuse), workdir)
+
+
+def from_record(obj: Any, workdir: str | os.PathLike, *, staged: tuple | None = None) -> Any:
+    """The inverse of ``to_record`` for the workdir where the pipeline now runs: ``$WORKDIR/...`` strings become
+    absolute paths under ``workdir``; ``staged``: (partial, final): paths under ``final`` are mapped back to
+    ``partial`` (a job reused while its stage is still being computed)."""
+    obj = rooted.unmark(obj, workdir)
+    return moved_paths(obj, staged[1], staged[0]) if staged is not None else obj
+
+
+def recorded_paths(record: Any, workdir: str | os.PathLike) -> list[Path]:
+    """The absolute paths (in ``workdir``) of every marked string in ``record`` (as read from disk)."""
+    found: list[str] = []
+
+    def collect(text: str) -> str:
+        if rooted.is_marked(text):
+            found.append(text)
+        return text
+
+    rooted.map_strings(record, collect)
+    return [Path(from_record(text, workdir)) for text in dict.fromkeys(found)]
+
+
+def moved_paths(obj: Any, old: str | os.PathLike, new: str | os.PathLike) -> Any:
+    """``obj`` with every path string (value or key) equal to or under ``old`` moved under ``new``."""
+    old, new = str(old), str(new)
+
+    def move(text: str) -> str:
+        return new + text[len(old):] if text == old or text.startswith(old + os.sep) else text
+
+    return rooted.map_strings(obj, move)
+
+
+# -- stage folders ----------------------------------------------------------------------------------
+
+def load_stage_result(workdir: Path, stage: str, digest: str, jobs: list[str] | None = None) -> dict | None:
+    """The cached result of a finished stage (paths absolute in ``workdir``), or None when it must run.
+
+    A finished stage's folder that is damaged (``stage_damage``: a truncated ``stage.json``, an unreadable
+    ``job.json``, a result naming a path that is gone) is handed back to job-level resumption: the folder is renamed
+    to its ``.partial`` name, so the stage runs again, reuses every intact job in it and writes a new record. (The
+    engine refuses beforehand when later complete stages were computed from a stage whose repair may change it.)"""
     final = final_dir(workdir, stage, digest)
     if not final.exists():
         return None
-    if stage_record_ok(final):
-        return read_json(final / STAGE_FILE)["result"]
+    if stage_damage(workdir, stage, digest, jobs or []) is None:
+        return from_record(read_json(final / STAGE_FILE)["result"], workdir)
     partial = partial_dir(workdir, stage, digest)
     if partial.exists():
         shutil.rmtree(partial)
@@ -82,10 +160,104 @@ def load_stage_result(workdir: Path, stage: str, digest: str) -> dict | None:
     return None
 
 
+def read_job_result(folder: Path, workdir: Path, staged: tuple | None = None) -> dict | None:
+    """The result in job folder ``folder``'s ``job.json`` (paths absolute in ``workdir``; ``staged`` as in
+    ``from_record``), or None when the job must run: no record, an unreadable one, or one naming a path that is
+    gone (its files were lost)."""
+    record = read_json(folder / JOB_FILE)
+    if not isinstance(record, dict) or "result" not in record:
+        return None
+    paths = [str(path) for path in recorded_paths(record["result"], workdir)]
+    if any(not Path(path).exists() for path in (moved_paths(paths, *staged[::-1]) if staged else paths)):
+        return None
+    return from_record(record["result"], workdir, staged=staged)
+
+
 def stage_record_ok(folder: Path) -> bool:
-    """Whether a finished stage's folder holds a readable record (``workdir_status`` and the engine agree)."""
+    """Whether a finished stage's folder holds a readable record."""
     record = read_json(folder / STAGE_FILE)
     return isinstance(record, dict) and isinstance(record.get("result"), dict)
+
+
+@dataclasses.dataclass
+class Damage:
+    """What is wrong with one stage of a plan (``stage_damage``, ``plan_damage``)."""
+
+    stage: str
+    problem: str                # for a person: what is unreadable or missing
+    keeps_result: bool          # the next run rebuilds the same result (only stage.json was lost)
+    stale: list[str] = dataclasses.field(default_factory=list)  # complete stages computed from it (not keeps_result)
+
+
+def stage_damage(workdir: Path, stage: str, digest: str, jobs: list[str]) -> Damage | None:
+    """What is wrong with the final folder of a stage, or None (intact, or no final folder): an unreadable
+    ``stage.json`` or ``job.json`` (of one of ``jobs``, the plan's job keys), or a recorded path that is gone."""
+    final = final_dir(workdir, stage, digest)
+    if not final.exists():
+        return None
+    problems = []
+    record_ok = stage_record_ok(final)
+    if record_ok:
+        missing = [p for p in recorded_paths(read_json(final / STAGE_FILE)["result"], workdir) if not p.exists()]
+        if missing:
+            problems.append(f"its result names {len(missing)} path(s) that are gone, e.g. {missing[0]}")
+    for key in jobs:
+        folder = job_dir(final, key)
+        record = read_json(folder / JOB_FILE)
+        if not isinstance(record, dict) or "result" not in record:
+            problems.append(f"job {key}: {folder / JOB_FILE} is missing or unreadable")
+            break
+        missing = [p for p in recorded_paths(record["result"], workdir) if not p.exists()]
+        if missing:
+            problems.append(f"job {key} names {len(missing)} path(s) that are gone, e.g. {missing[0]}")
+            break
+    if problems:
+        return Damage(stage, "; ".join(problems), keeps_result=False)
+    if not record_ok:
+        return Damage(stage, f"{final / STAGE_FILE} is unreadable (its {len(jobs)} job(s) are intact)",
+                      keeps_result=True)
+    return None
+
+
+def plan_damage(workdir: Path, stages: list[dict]) -> list[Damage]:
+    """Every damaged stage of a plan (``stages``: the plan's entries {"name", "digest", "inputs", "jobs"}), in plan
+    order, each with the complete stages computed from it that its repair makes stale. Besides ``stage_damage``: a
+    stage whose final folder is missing while stages computed from it are complete."""
+    workdir = Path(workdir)
+    complete = {s["name"] for s in stages if final_dir(workdir, s["name"], s["digest"]).exists()}
+    upstream: dict[str, set[str]] = {}
+    for s in stages:  # plan order: a stage's inputs come before it
+        upstream[s["name"]] = {u for name in s.get("inputs", []) for u in (name, *upstream.get(name, ()))}
+    out = []
+    for s in stages:
+        computed_from = [d["name"] for d in stages if s["name"] in upstream[d["name"]] and d["name"] in complete]
+        if s["name"] in complete:
+            damage = stage_damage(workdir, s["name"], s["digest"], s["jobs"])
+        elif computed_from:
+            damage = Damage(s["name"], f"its folder {final_dir(workdir, s['name'], s['digest'])} is missing, but "
+                                       f"stages computed from it are complete", keeps_result=False)
+        else:
+            damage = None
+        if damage is not None:
+            damage.stale = [] if damage.keeps_result else computed_from
+            out.append(damage)
+    return out
+
+
+def damage_advice(damages: list[Damage], plan: dict, workdir: Path) -> str:
+    """One message for a person: what is damaged, what is stale, and what to run."""
+    lines = [f"stage {d.stage!r} in {workdir} is damaged: {d.problem}"
+             + (f"; stale (computed from it): {', '.join(d.stale)}" if d.stale else "") for d in damages]
+    stale_from = next((d for d in damages if d.stale), None)
+    if stale_from is not None:
+        command = (f"probe pipeline run {plan.get('pipeline') or 'PIPELINE'} --preset {plan.get('preset') or 'PRESET'} "
+                   f"--workdir {workdir} --force {stale_from.stage}")
+        lines.append(f"to recompute {stale_from.stage!r} and every stage after it, run `{command}` (with the --set "
+                     "options of the run that made it, if any), or restore the lost files")
+    else:
+        lines.append("no complete stage was computed from what was lost: the next `probe pipeline run` of this "
+                     "workdir repairs it (it rebuilds the record from the intact jobs and reruns the others)")
+    return "\n".join(lines)
 
 
 # -- legs: the runs that computed a result ------------------------------------------------------------
@@ -197,20 +369,26 @@ def workdir_lock(workdir: Path):
 # -- status -----------------------------------------------------------------------------------------
 
 def workdir_status(workdir: str | os.PathLike) -> dict:
-    """What the latest run's plan says and what the folders hold: per stage done/running/failed jobs."""
+    """What the latest run's plan says and what the folders hold: per stage done/running/failed jobs, and what is
+    damaged (``plan_damage``; ``"damage"``: [{"stage", "problem", "keeps_result", "stale"}], ``"advice"``: the
+    message ``damage_advice`` gives, or None). A damaged stage's state is ``damaged``, a complete stage computed
+    from one whose repair may change it ``stale`` (its ``"stale_from"`` names it)."""
     workdir = Path(workdir)
     plan = read_json(workdir / PLAN_FILE)
-    if plan is None:
-        raise UserError(f"{workdir} holds no pipeline run (no {PLAN_FILE}); start one with `probe pipeline run`")
+    if not isinstance(plan, dict) or not isinstance(plan.get("stages"), list):
+        raise UserError(f"{workdir} holds no readable pipeline run ({PLAN_FILE} is missing or damaged); start one "
+                        "with `probe pipeline run NAME --workdir DIR`")
+    plan = from_record(plan, workdir)
     holder = lock_holder(workdir)
+    damages = plan_damage(workdir, plan["stages"])
+    damaged = {d.stage: d for d in damages}
+    stale_from = {name: d.stage for d in damages for name in d.stale}
     stages = []
     for s in plan["stages"]:
         final, partial = final_dir(workdir, s["name"], s["digest"]), partial_dir(workdir, s["name"], s["digest"])
         entry = {"name": s["name"], "digest": s["digest"], "total": len(s["jobs"]), "done": 0, "running": [],
                  "failed": [], "interrupted": []}
-        if (final / STAGE_FILE).exists() and not stage_record_ok(final):
-            entry.update(state="damaged")  # the next `pipeline run` recomputes it (load_stage_result)
-        elif (final / STAGE_FILE).exists():
+        if final.exists():
             entry.update(state="complete", done=len(s["jobs"]))
         else:
             for key in s["jobs"]:
@@ -218,7 +396,7 @@ def workdir_status(workdir: str | os.PathLike) -> dict:
                 if (folder / JOB_FILE).exists():
                     entry["done"] += 1
                 elif (folder / ERROR_FILE).exists():
-                    err = read_json(folder / ERROR_FILE) or {}
+                    err = from_record(read_json(folder / ERROR_FILE) or {}, workdir)
                     entry["failed"].append({"job": key, "error": err.get("error"), "log": err.get("log")})
                 elif (folder / STARTED_FILE).exists():
                     entry["running" if holder else "interrupted"].append(key)
@@ -230,6 +408,12 @@ def workdir_status(workdir: str | os.PathLike) -> dict:
                 entry["state"] = "partial"
             else:
                 entry["state"] = "pending"
+        if s["name"] in damaged:
+            entry.update(state="damaged", problem=damaged[s["name"]].problem)
+        elif s["name"] in stale_from:
+            entry.update(state="stale", stale_from=stale_from[s["name"]])
         stages.append(entry)
     return {"workdir": str(workdir), "pipeline": plan.get("pipeline"), "preset": plan.get("preset"),
-            "started": plan.get("started"), "running_pid": holder.get("pid") if holder else None, "stages": stages}
+            "started": plan.get("started"), "running_pid": holder.get("pid") if holder else None, "stages": stages,
+            "damage": [dataclasses.asdict(d) for d in damages],
+            "advice": damage_advice(damages, plan, workdir) if damages else None}

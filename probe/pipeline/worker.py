@@ -1,4 +1,8 @@
-"""What runs on a worker: the job wrapper (log file, job.json / error.json) and the context a job gets."""
+"""What runs on a worker: the job wrapper (log file, job.json / error.json) and the context a job gets.
+
+A job's spec (built by probe.pipeline.engine) names its workdir and its stage's (partial, final) folders:
+job.json and error.json record paths relative to the workdir (probe.pipeline.workdir.to_record), paths in
+the stage's partial folder under its final name."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import traceback
 from pathlib import Path
 
 from probe.imports import qualified_name
-from probe.pipeline.workdir import ERROR_FILE, JOB_FILE, STARTED_FILE, now
+from probe.pipeline.workdir import ERROR_FILE, JOB_FILE, STARTED_FILE, now, to_record
 from probe.provenance import write_json_atomic
 
 
@@ -83,13 +87,18 @@ def _logging_to(logf):
         root.removeHandler(handler)
 
 
+def _record(spec: dict, obj: dict) -> dict:
+    return to_record(obj, spec["workdir"], staged=tuple(spec["staged"]))
+
+
 def _write_error(spec: dict, exc: BaseException, tb: str) -> None:
-    write_json_atomic(Path(spec["job_dir"]) / ERROR_FILE, {"error": f"{type(exc).__name__}: {exc}", "traceback": tb,
-                                                           "log": spec["log"], "time": now()})
+    write_json_atomic(Path(spec["job_dir"]) / ERROR_FILE, _record(spec, {
+        "error": f"{type(exc).__name__}: {exc}", "traceback": tb, "log": spec["log"], "time": now()}))
 
 
 def _write_done(spec: dict, result: dict, elapsed: float) -> None:
-    write_json_atomic(Path(spec["job_dir"]) / JOB_FILE, {"result": result, "wall_time_s": elapsed, "finished": now()})
+    write_json_atomic(Path(spec["job_dir"]) / JOB_FILE,
+                      {"result": _record(spec, result), "wall_time_s": elapsed, "finished": now()})
 
 
 def run_task(spec: dict):
@@ -112,6 +121,7 @@ def run_job(spec: dict) -> dict:
             if result is None:
                 result = {}
             json.dumps(result, default=str)  # fail here, with the job's name, if not JSON-able
+            _record(spec, result)  # ... or if a string poses as a recorded path
         except BaseException as exc:
             tb = traceback.format_exc()
             logf.write(tb)
@@ -143,9 +153,10 @@ def run_job_group(spec: dict) -> dict:
         try:
             with _logging_to(logf):
                 outcomes = spec["fn"](contexts, [m["kwargs"] for m in members])
-            for outcome in outcomes:
+            for m, outcome in zip(members, outcomes):
                 if not isinstance(outcome, BaseException):
                     json.dumps(outcome, default=str)
+                    _record(m, outcome or {})
         except BaseException as exc:
             tb = traceback.format_exc()
             logf.write(tb)

@@ -716,7 +716,7 @@ class _Builder:
         for p in latents["panels"]:
             title = f"{p['selected']}: {_run_name(p['run_dir'])} (MIG {_fmt(p.get('mig'), 3)})"
             panels.append({"title": title, "nmi": p["nmi"]})
-            grid = fig.read_tiles(resolve_path(inputs, p.get("traversal")), latents["steps"])
+            grid = fig.read_tiles(p.get("traversal_png"), latents["steps"])
             if grid is not None:
                 traversals.append({"title": title, "grid": grid, "dims": tuple(p["dims"])})
         return panels, traversals

@@ -166,15 +166,19 @@ def traversal_figure(panels: list[dict], path: Path) -> Path:
     return _save(fig, path)
 
 
-def read_tiles(path: Path | None, steps: int) -> np.ndarray | None:
-    """A traversal PNG of the report stage (``steps`` × ``steps`` tiles, probe.pipeline.report_data.write_tiles) back
-    as a grid float [steps, steps, H, W, C] in [0, 1]; None when it cannot be read."""
+def read_tiles(encoded: str | None, steps: int) -> np.ndarray | None:
+    """A traversal PNG of the report stage (base64, ``steps`` × ``steps`` tiles, probe.pipeline.report_data.encode_tiles)
+    back as a grid float [steps, steps, H, W, C] in [0, 1]; None when it cannot be read."""
+    import base64
+    import binascii
+    import io
+
     from PIL import Image
 
     try:
-        with Image.open(path) as image:
+        with Image.open(io.BytesIO(base64.b64decode(encoded, validate=True))) as image:
             mosaic = np.asarray(image)
-    except (OSError, TypeError, ValueError):
+    except (OSError, TypeError, ValueError, binascii.Error):
         return None
     mosaic = mosaic[..., None] if mosaic.ndim == 2 else mosaic
     h, w, c = mosaic.shape[0] // steps, mosaic.shape[1] // steps, mosaic.shape[2]

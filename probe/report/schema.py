@@ -10,7 +10,7 @@ Why here: the file is what the report reads, so its schema belongs with the repo
 below. ``probe.report`` imports nothing from ``probe.pipeline``, ``probe.perturb``, ``probe.models`` or
 ``probe.train`` (tests/test_report_purity.py), while the pipeline already calls the report (the report stage's
 ``make_report``, the audit's verdict rule), so the pipeline importing this module adds no import that runs back
-up. This module itself imports only ``probe.errors``, ``probe.provenance`` and ``probe.data.variants``.
+up. This module itself imports only ``probe.errors``, ``probe.provenance``, ``probe.rooted`` and ``probe.data.variants``.
 
 Top-level keys (schema ``SCHEMA_VERSION``):
 
@@ -27,8 +27,10 @@ Top-level keys (schema ``SCHEMA_VERSION``):
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+from probe import rooted
 from probe.data.variants import VARIANTS
 from probe.errors import UserError
 
@@ -50,19 +52,43 @@ def inputs_path(folder) -> Path:
     return Path(folder) / FILE_NAME
 
 
-def write_inputs(folder, data: dict) -> Path:
-    """Write ``data`` (stamped with ``SCHEMA_VERSION``) atomically as ``folder/report_inputs.json``."""
+def write_inputs(folder, data: dict, *, workdir=None) -> Path:
+    """Write ``data`` (stamped with ``SCHEMA_VERSION``) atomically as ``folder/report_inputs.json``. With ``workdir``
+    (the pipeline's writers) every path under it is recorded relative to it (``probe.rooted``) and ``"workdir"`` as
+    the workdir relative to ``folder``: the file stays right when the workdir is copied or moved."""
     from probe.provenance import write_json_atomic
 
+    folder = Path(folder)
+    if workdir is not None:
+        data = {**rooted.mark(data, os.path.abspath(workdir)),
+                "workdir": Path(os.path.relpath(os.path.abspath(workdir), os.path.abspath(folder))).as_posix()}
     path = inputs_path(folder)
     write_json_atomic(path, {**data, "schema": SCHEMA_VERSION})
     return path
 
 
+def copy_inputs(src, folder) -> Path:
+    """Copy the file ``src`` (a ``report_inputs.json`` or its folder) into ``folder`` of the same workdir, its
+    ``"workdir"`` entry rewritten for its new place."""
+    from probe.provenance import write_json_atomic
+
+    src = Path(src)
+    src = inputs_path(src) if src.is_dir() else src
+    data = json.loads(src.read_text())
+    base = data.get("workdir")
+    if isinstance(base, str) and base and not Path(base).is_absolute():
+        workdir = os.path.normpath(os.path.abspath(src.parent / base))
+        data["workdir"] = Path(os.path.relpath(workdir, os.path.abspath(folder))).as_posix()
+    path = inputs_path(folder)
+    write_json_atomic(path, data)
+    return path
+
+
 def load_inputs(workdir) -> dict:
     """Read and check ``report_inputs.json`` (``workdir`` is its folder or the file); UserError with one message if
-    missing or malformed. Optional sections are normalised (``robustness`` -> [], ``restarts`` -> [], ...); ``_path``
-    and ``_workdir`` (the folder holding the file, what relative paths are relative to) are added."""
+    missing or malformed. Optional sections are normalised (``robustness`` -> [], ``restarts`` -> [], ...). Paths
+    recorded relative to the workdir become absolute where the file now stands (files of older code name absolute
+    paths). ``_path`` and ``_workdir`` (the folder holding the file) are added."""
     workdir = Path(workdir)
     path = inputs_path(workdir) if workdir.is_dir() else workdir
     if not path.exists():
@@ -89,6 +115,10 @@ def load_inputs(workdir) -> dict:
     data.setdefault("linear_pca", None)
     data.setdefault("stores", {})
     data.setdefault("provenance", {})
+    base = data.get("workdir")
+    if isinstance(base, str) and base and not Path(base).is_absolute():  # written relative (``write_inputs``)
+        root = os.path.normpath(os.path.abspath(path.parent / base))
+        data = {**rooted.unmark(data, root), "workdir": root}
     data["_path"] = str(path)
     data["_workdir"] = str(path.parent)
     data.setdefault("dataset", (data.get("stores", {}).get("orig") or {}).get("name") or "dataset")

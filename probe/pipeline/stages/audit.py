@@ -41,7 +41,7 @@ def job_audit(ctx: JobContext, *, meta: dict, about: dict, metric: str, seed: in
     published = report_inputs(reference, meta, pipeline=AUDIT_PIPELINE, runs=plugin_runs + ref_runs,
                               extra_provenance={"reference_config": about["reference_config"],
                                                 "plugin_settings": about["plugin_settings"]})
-    published = add_report_data(published, ctx.job_dir, root=meta.get("workdir"))
+    published = add_report_data(published, root=meta.get("workdir"))
     identity = about["identity"]
     result = {
         "plugin": {k: identity[k] for k in ("target", "class", "name", "source", "source_sha256")},
@@ -52,7 +52,7 @@ def job_audit(ctx: JobContext, *, meta: dict, about: dict, metric: str, seed: in
         "provenance": published["provenance"],
     }
     write_json_atomic(ctx.job_dir / "audit.json", result)
-    published_path = write_inputs(ctx.job_dir, published)
+    published_path = write_inputs(ctx.job_dir, published, workdir=meta.get("workdir"))
     md = ctx.job_dir / "audit.md"
     md.write_text(format_audit(result))
     return {"audit": str(ctx.job_dir / "audit.json"), "markdown": str(md),

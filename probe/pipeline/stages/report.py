@@ -6,6 +6,7 @@ capture, the restarts' NMI and traversal PNGs in the job folder, appendix-B devi
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from probe.pipeline.engine import Job, Stage
@@ -46,9 +47,9 @@ def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
     out["why"] = why_inputs(values)  # Fig. 1: local vs global alignment
     if control is not None:
         out["control"] = control
-    out = add_report_data(out, ctx.job_dir, root=workdir)
-    job_inputs = write_inputs(ctx.job_dir, out)
-    write_inputs(workdir, out)
+    out = add_report_data(out, root=workdir)
+    job_inputs = write_inputs(ctx.job_dir, out, workdir=workdir)
+    write_inputs(workdir, out, workdir=workdir)
     result = {"report_inputs": str(job_inputs), "report": None}
     if make_report:
         from probe.report import make_report as build_report
@@ -56,6 +57,17 @@ def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
         made = build_report(workdir, ctx.job_dir / "report")
         result["report"] = {k: (str(v) if not isinstance(v, list) else [str(x) for x in v]) for k, v in made.items()}
     return result
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportResult:
+    report_inputs: str           # the job folder's report_inputs.json
+    report: dict | None          # the report's files (markdown, html, figures) when the stage made it
+
+
+def result(inputs: dict) -> ReportResult:
+    job = inputs[NAME]["jobs"][NAME]
+    return ReportResult(job["report_inputs"], job.get("report"))
 
 
 def input_stages(config: dict) -> tuple:
