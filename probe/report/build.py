@@ -734,7 +734,8 @@ class _Builder:
     def _restart_panels(self, inputs, selected):
         from probe.analysis.runs import active_latents, encode_sample, load_model
         from probe.data import open_store
-        from probe.report.latents import normalized_mutual_information, traversal_grid
+        from probe.metrics.information import histogram_nmi
+        from probe.report.latents import traversal_grid
 
         store_path = resolve_path(inputs, ((inputs.get("stores") or {}).get("orig") or {}).get("path"))
         if store_path is None:
@@ -745,7 +746,7 @@ class _Builder:
             run_dir = resolve_path(inputs, r["run_dir"])
             model, _ = load_model(run_dir)
             sample = encode_sample(model, store, self.nmi_samples, seed=self.seed)
-            nmi = normalized_mutual_information(sample["codes"], sample["factors"])
+            nmi = histogram_nmi(sample["codes"], sample["factors"])
             title = f"{r['selected']}: {_run_name(run_dir)} (MIG {_fmt(r.get('mig'), 3)})"
             panels.append({"title": title, "nmi": nmi})
             order = active_latents(sample["variances"], sample["codes"].shape[1], threshold=math.inf)

@@ -1,36 +1,9 @@
-"""What the report computes from trained restart models: normalised mutual information between
-factors and latents (heatmaps) and 2-D latent traversals (Zietlow et al. 2021, Fig. 10/11)."""
+"""What the report computes from trained restart models: 2-D latent traversals (Zietlow et al. 2021, Fig. 10/11).
+The NMI heatmaps' values are ``probe.metrics.information.histogram_nmi`` (the metrics' one histogram MI)."""
 
 from __future__ import annotations
 
 import numpy as np
-
-
-def discretize(codes: np.ndarray, bins: int = 20) -> np.ndarray:
-    """Equal-width histogram bins per latent (disentanglement_lib's ``_histogram_discretize``)."""
-    codes = np.asarray(codes, dtype=np.float64)
-    out = np.zeros(codes.shape, dtype=np.int64)
-    for j in range(codes.shape[1]):
-        edges = np.histogram(codes[:, j], bins)[1]
-        out[:, j] = np.digitize(codes[:, j], edges[:-1])
-    return out
-
-
-def normalized_mutual_information(codes: np.ndarray, factors: np.ndarray, bins: int = 20) -> np.ndarray:
-    """NMI[k, j] = I(w_k; z_j) / H(w_k) with z_j histogram-discretised (the normalisation of MIG, Eq. 1).
-    Returns [K factors, D latents]; a factor with a single value gets a row of zeros."""
-    from sklearn.metrics import mutual_info_score
-
-    z = discretize(codes, bins)
-    factors = np.asarray(factors)
-    nmi = np.zeros((factors.shape[1], z.shape[1]))
-    for k in range(factors.shape[1]):
-        h = mutual_info_score(factors[:, k], factors[:, k])
-        if h <= 0:
-            continue
-        for j in range(z.shape[1]):
-            nmi[k, j] = mutual_info_score(factors[:, k], z[:, j]) / h
-    return nmi
 
 
 def traversal_grid(model, base_code: np.ndarray, dims: tuple[int, int], *, steps: int = 7,
