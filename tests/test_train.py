@@ -360,7 +360,7 @@ def test_another_configuration_over_a_healthy_run_needs_overwrite(make_toy_store
 def test_compacted_run_evaluates_identically_and_refuses_extension(make_toy_store, tmp_path, capsys):
     import shutil
 
-    from probe.perturb import evaluate_run
+    from probe.metrics import evaluate_run
     from probe.pipeline.stages.common import KEEP_FINAL_WEIGHTS, keep_run
     from probe.train import RunFolder
     from probe.train.run_folder import COMPACTED
