@@ -1,4 +1,4 @@
-"""The stage graph of each pipeline kind (``[pipeline] kind`` of a pipelines/*.toml): its stages in run order
+"""The stage graph of each pipeline kind (``[pipeline] kind`` of a definitions/*.toml): its stages in run order
 and its checks before any work.
 
     modify      store → restarts → select → manipulate → apply → noise → retrain → evaluate → robustness

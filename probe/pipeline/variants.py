@@ -2,7 +2,7 @@
 
 ``VARIANTS`` (orig, mod, noise) are the paper's three (§5.1, §5.2): every report's tables and verdicts are over
 them, and the report reads runs by these names (probe.report.inputs imports them from here). The control pipeline
-(pipelines/modify-control.toml, docs/notes/control.md) trains on two more kinds, ``CONTROL_VARIANTS``:
+(probe/pipeline/definitions/modify-control.toml, docs/notes/control.md) trains on two more kinds, ``CONTROL_VARIANTS``:
 
 * ``rotated`` (L1): the store rendered from the factors rotated before rendering (stage ``rotated``): a known
   entangling transformation, so a model that follows the images' preferred axes must lose its alignment;
