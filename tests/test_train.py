@@ -12,7 +12,7 @@ import torch
 
 from probe.errors import UserError
 from probe.models.ae import AE
-from probe.models.base import Batch, bernoulli_reconstruction
+from probe.models.base import bernoulli_reconstruction
 from probe.models.registry import BUILTIN_MODELS
 from probe.train import load_run, resolve_run_config, train_run
 from conftest import STORE_DAMAGES, damage_store, run_probe

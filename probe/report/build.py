@@ -33,7 +33,6 @@ from probe.report.inputs import (
 from probe.report.stats import ALPHA, MARGIN, compare, holm_adjust, verdict, verdict_rule_text, welch_t_test
 from probe.report.why import linear_pca_judgement, status_cell, why_section
 
-REPORT_FILES = ("report.md", "report.html")
 SMOKE_FIGURE_LABEL = "smoke — not results"
 
 
