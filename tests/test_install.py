@@ -3,12 +3,12 @@ venv and run `probe pipeline list` / `show` from a folder outside the repository
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import site
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -17,15 +17,22 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _wheel_build_missing() -> str | None:
-    """Why this interpreter cannot build probe's wheel offline, or None. setuptools builds wheels itself from 70.1
-    on; older ones need the `wheel` package."""
-    if importlib.util.find_spec("setuptools") is None:
-        return "setuptools is not installed: the wheel cannot be built without build isolation (offline)"
-    import setuptools
+    """Why this interpreter cannot build probe's wheel offline and install it, or None. setuptools builds wheels
+    itself from 70.1 on; older ones need the `wheel` package. (Versions from the metadata: importing setuptools
+    here would patch distutils in the test process.)"""
+    def version(name):
+        try:
+            return tuple(int(part) for part in metadata.version(name).split(".")[:2])
+        except metadata.PackageNotFoundError:
+            return None
 
-    major, minor = (int(part) for part in setuptools.__version__.split(".")[:2])
-    if (major, minor) < (70, 1) and importlib.util.find_spec("wheel") is None:
-        return f"setuptools {setuptools.__version__} needs the `wheel` package to build a wheel, and it is not installed"
+    setuptools = version("setuptools")
+    if setuptools is None:
+        return "setuptools is not installed: the wheel cannot be built without build isolation (offline)"
+    if setuptools < (70, 1) and version("wheel") is None:
+        return f"setuptools {metadata.version('setuptools')} needs the `wheel` package to build a wheel, and it is not installed"
+    if (version("pip") or (0, 0)) < (22, 3):
+        return "pip before 22.3 has no --python option to install into the fresh venv"
     return None
 
 
