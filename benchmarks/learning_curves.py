@@ -2,7 +2,7 @@
 
 Trains each run with probe's trainer and extends it step count by step count (a finished run extended to
 more steps equals a run trained to that many steps from the start, bit-identically on CPU), evaluating
-``probe.perturb.evaluate_run`` after each leg with the quick presets' sample sizes. Prints one JSON line per
+``probe.metrics.evaluate_run`` after each leg with the quick presets' sample sizes. Prints one JSON line per
 (model, seed, steps) and appends it to ``--out/curves.jsonl``; the wall time of each leg is recorded, so the
 same file sizes a preset's budget.
 
@@ -58,7 +58,7 @@ def main(argv=None):
     import torch
 
     from probe.metrics import small_settings
-    from probe.perturb import evaluate_run
+    from probe.metrics import evaluate_run
     from probe.train import train_run
 
     torch.set_num_threads(args.threads)

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from probe.data import open_store  # noqa: E402
 from probe.data.sources import build  # noqa: E402
 from probe.data.state_space import StateSpace  # noqa: E402
-from probe.data.synth import GENERATORS, generate, render_indices  # noqa: E402
+from probe.data.synth import GENERATORS, render_indices  # noqa: E402
 
 
 def rate(n, seconds):

@@ -22,7 +22,7 @@ SUBCOMMANDS = {
     "datasets": ("probe.data.cli:datasets", "Official datasets, procedural generators and Zarr stores."),
     "models": ("probe.train.cli:models", "Objectives available to `probe train` (built-ins and plug-ins)."),
     "train": ("probe.train.cli:train", "Train a model on a store."),
-    "evaluate": ("probe.perturb.evaluate_cli:evaluate", "Compute disentanglement metrics of a trained run."),
+    "evaluate": ("probe.metrics.cli:evaluate", "Compute disentanglement metrics of a trained run."),
     "perturb": ("probe.perturb.cli:perturb", "Build the modified and noise datasets of Zietlow et al. 2021."),
     "pipeline": ("probe.pipeline.cli:pipeline", "Staged pipelines: cached, resumable, run on dask."),
     "report": ("probe.report.cli:report", "Markdown and HTML report of a pipeline workdir."),

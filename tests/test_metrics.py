@@ -10,7 +10,7 @@ from probe.metrics import (active_units, dci, discrete_entropy, discrete_mutual_
                            infomec, mcc, mig, normalized_mutual_info, modularity_explicitness, reconstruction, sap)
 from probe.metrics.dci import completeness_from_importance, disentanglement_from_importance
 from probe.metrics.infomec import active_latents, infom_infoc
-from probe.metrics.information import ksg_mutual_info, mutual_info_classif_1d
+from probe.metrics.information import histogram_nmi, ksg_mutual_info, mutual_info_classif_1d
 
 N, K, SIZE = 2000, 4, 10
 
@@ -66,6 +66,33 @@ def test_mutual_info_matches_sklearn():
     for i in range(3):
         for j in range(2):
             assert abs(m[i, j] - mutual_info_score(factors[:, j], codes[:, i])) < 1e-12
+
+
+def test_histogram_nmi_of_a_copied_factor_is_one():
+    factors = np.stack(np.meshgrid(np.arange(4), np.arange(5), indexing="ij"), -1).reshape(-1, 2)
+    factors = np.repeat(factors, 10, 0)
+    rng = np.random.default_rng(0)
+    codes = np.stack([factors[:, 1] + 0.01 * rng.standard_normal(len(factors)), rng.standard_normal(len(factors))], 1)
+    nmi = histogram_nmi(codes, factors)
+    assert nmi[1, 0] == pytest.approx(1.0, abs=1e-9)  # z0 determines factor 1
+    assert nmi[0, 0] < 0.05 and nmi[0, 1] < 0.2  # unrelated pairs carry (almost) nothing
+
+
+def test_histogram_nmi_keeps_the_report_heatmap_values():
+    # the report's NMI heatmaps had their own copy (report/latents.py: sklearn mutual_info_score per pair over
+    # its own histogram binning) until issue 25; these are that copy's values on this array, to the last bit
+    rng = np.random.default_rng(25)
+    factors = np.stack([rng.integers(0, 3, 60), rng.integers(0, 4, 60), np.zeros(60, int)], 1)
+    codes = np.stack([factors[:, 0] + 0.3 * rng.standard_normal(60), rng.standard_normal(60)], 1)
+    assert histogram_nmi(codes, factors, num_bins=5).tolist() == [
+        [0.8284557285497638, 0.09002889102608463], [0.08266836809842942, 0.10007765904041753], [0.0, 0.0]]
+    assert histogram_nmi(codes, factors).tolist() == [
+        [0.9190542394695415, 0.23297272370033376], [0.3466699034582135, 0.3894845790899759], [0.0, 0.0]]
+    # and MIG reads the same matrix: its per-factor best NMI is the heatmap's row maximum (constant factor: None)
+    from probe.metrics.mig import factor_capture
+
+    best = factor_capture(codes, factors)["best_nmi"]
+    assert best[:2] == pytest.approx(histogram_nmi(codes, factors).max(1)[:2], abs=1e-12) and best[2] is None
 
 
 @pytest.mark.parametrize("k", [3, 10])

@@ -156,7 +156,7 @@ def test_evaluate_run_and_cli_on_a_trained_run(make_toy_store, tmp_path):
     run = train_run({"model": "beta-vae", "model_config": {"arch": "mlp"}, "seed": 0,
                      "train": {"steps": 2, "batch_size": 8}}, store.path, tmp_path / "run", progress=False)
     sizes = {"num_train": 300, "num_test": 100, "num_reconstruction": 50}
-    from probe.perturb import evaluate_run
+    from probe.metrics import evaluate_run
 
     out = evaluate_run(run, store.path, metrics=["mig", "active_units", "reconstruction", "gaussian_tc"], **sizes)
     m = out["metrics"]

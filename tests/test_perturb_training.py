@@ -214,7 +214,7 @@ def test_figure4(restarts, manipulation, tmp_path):
 
 
 def test_describe_restarts_records_mig_order_and_choice(restarts):
-    from probe.perturb import evaluate_run
+    from probe.metrics import evaluate_run
     from probe.perturb import describe_restarts
 
     store, runs, _ = restarts

@@ -1,5 +1,5 @@
 """The stage graph and the pipeline definitions: stages are objects (job functions referenced directly), a stage
-added in one module plus one graph line runs, and the modify pipelines' shared base (pipelines/modify.toml)
+added in one module plus one graph line runs, and the modify pipelines' shared base (definitions/modify.toml)
 resolves to exactly the configs the two stand-alone files gave."""
 
 from __future__ import annotations

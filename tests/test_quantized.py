@@ -12,7 +12,7 @@ import torch
 
 from probe.errors import UserError
 from probe.models import registry
-from probe.models.base import Batch, resolve_config
+from probe.models.base import resolve_config
 from probe.models.factor_qvae import cosine_lr
 from probe.models.factor_vae import permute_dims
 from probe.models.quantize import (RelaxedScalarQuantizer, ScalarCodebooks, finite_scalar_quantize, gumbel_temperature,

@@ -145,7 +145,7 @@ def test_run_capture_reproduces_the_evaluated_mig(tmp_path):
     from conftest import toy_dsprites_restarts
 
     from probe.data import open_store
-    from probe.perturb import evaluate_run
+    from probe.metrics import evaluate_run
     from probe.pipeline.report_data import run_capture
 
     store, (run,) = toy_dsprites_restarts(tmp_path, steps=10, count=1)

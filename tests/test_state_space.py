@@ -28,16 +28,6 @@ def test_sample_factors_uses_randomstate_factor_by_factor():
     assert StateSpace(sizes).sample_factors(5, np.random.default_rng(0)).shape == (5, 3)
 
 
-def test_fixed_factor_batch_and_resample():
-    space = StateSpace([3, 6, 40, 32, 32])
-    batch = space.sample_fixed_factor_batch(2, 64, np.random.RandomState(1))
-    assert np.all(batch[:, 2] == batch[0, 2]) and len(np.unique(batch[:, 3])) > 1
-    base = space.sample_factors(100, np.random.RandomState(2))
-    new = space.resample_factors(base, [0, 4], np.random.RandomState(3))
-    np.testing.assert_array_equal(new[:, [0, 4]], base[:, [0, 4]])
-    assert np.any(new[:, 1] != base[:, 1])
-
-
 def test_traversal():
     t = StateSpace([2, 3, 4]).traversal([1, 2, 3], 1)
     np.testing.assert_array_equal(t, [[1, 0, 3], [1, 1, 3], [1, 2, 3]])

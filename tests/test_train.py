@@ -12,7 +12,7 @@ import torch
 
 from probe.errors import UserError
 from probe.models.ae import AE
-from probe.models.base import Batch, bernoulli_reconstruction
+from probe.models.base import bernoulli_reconstruction
 from probe.models.registry import BUILTIN_MODELS
 from probe.train import load_run, resolve_run_config, train_run
 from conftest import STORE_DAMAGES, damage_store, run_probe
@@ -360,7 +360,7 @@ def test_another_configuration_over_a_healthy_run_needs_overwrite(make_toy_store
 def test_compacted_run_evaluates_identically_and_refuses_extension(make_toy_store, tmp_path, capsys):
     import shutil
 
-    from probe.perturb import evaluate_run
+    from probe.metrics import evaluate_run
     from probe.pipeline.stages.common import KEEP_FINAL_WEIGHTS, keep_run
     from probe.train import RunFolder
     from probe.train.run_folder import COMPACTED

@@ -65,25 +65,6 @@ class StateSpace:
             out[:, k] = _randint(rng, int(size), n)
         return out
 
-    def resample_factors(self, factors: np.ndarray, fixed: Sequence[int] | np.ndarray, rng: Rng) -> np.ndarray:
-        """Copy of ``factors`` with every factor *not* in ``fixed`` redrawn uniformly."""
-        factors = np.array(factors, dtype=np.int64, copy=True)
-        fixed_mask = np.zeros(self.num_factors, dtype=bool)
-        fixed_mask[np.asarray(fixed, dtype=np.int64)] = True
-        for k in np.flatnonzero(~fixed_mask):
-            factors[:, k] = _randint(rng, int(self.factor_sizes[k]), factors.shape[0])
-        return factors
-
-    def sample_fixed_factor_batch(self, factor_index: int, batch_size: int, rng: Rng) -> np.ndarray:
-        """A batch where factor ``factor_index`` shares one random value and all others are random.
-
-        Same construction as disentanglement_lib's FactorVAE score: draw a batch, then copy the first
-        row's value of the fixed factor into every row.
-        """
-        factors = self.sample_factors(batch_size, rng)
-        factors[:, factor_index] = factors[0, factor_index]
-        return factors
-
     def traversal(self, base_factors: Sequence[int], factor_index: int) -> np.ndarray:
         """All values of one factor with the others held at ``base_factors``: [size_k, K]."""
         base = np.asarray(base_factors, dtype=np.int64)

@@ -28,7 +28,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -117,7 +117,6 @@ class ShardLayout:
         self.shard_n = int(shard_n)
         self.compressed = compressed
         self.separator = separator
-        self.num_shards = -(-self.shape[0] // self.shard_n) if self.shape[0] else 0
         self._index: dict[int, np.ndarray] = {}
         self._fds: dict[int, int] = {}
 
@@ -438,15 +437,6 @@ def write_store(path: str | os.PathLike, images: np.ndarray, factors: np.ndarray
     with create_store(path, num_images=images.shape[0], image_shape=images.shape[1:], factors=factors, **meta) as w:
         for start in range(0, images.shape[0], w.shard_size):
             w.write(start, images[start:start + w.shard_size])
-    return open_store(path)
-
-
-def write_store_blocks(path: str | os.PathLike, blocks: Iterable[tuple[int, np.ndarray]], *, num_images: int,
-                       image_shape: Sequence[int], factors: np.ndarray, **meta) -> "Store":
-    """Write a store from an iterable of ``(start, uint8 block)`` pairs (e.g. rendered in parallel)."""
-    with create_store(path, num_images=num_images, image_shape=image_shape, factors=factors, **meta) as w:
-        for start, block in blocks:
-            w.write(start, block)
     return open_store(path)
 
 

@@ -7,7 +7,7 @@ metric list (what evaluation computes and the report shows) is ``probe.metrics.r
 
 from probe.metrics.alignment import code_alignment
 from probe.metrics.dci import dci
-from probe.metrics.evaluate import Encoder, EvaluationContext, evaluate_encoder
+from probe.metrics.evaluate import Encoder, EvaluationContext, evaluate_encoder, evaluate_run
 from probe.metrics.infomec import infomec, normalized_mutual_info
 from probe.metrics.information import discrete_entropy, discrete_mutual_info, histogram_discretize, ksg_mutual_info
 from probe.metrics.intervention import beta_vae_score, factor_vae_score
@@ -23,7 +23,7 @@ from probe.metrics.unsupervised import active_units, gaussian_tc, mcc
 __all__ = [
     "mig", "dci", "sap", "factor_vae_score", "beta_vae_score", "modularity_explicitness", "infomec", "gaussian_tc",
     "active_units", "mcc", "reconstruction", "normalized_mutual_info", "histogram_discretize", "discrete_mutual_info",
-    "discrete_entropy", "ksg_mutual_info", "CodeCache", "draw_factors", "draw_train_test", "evaluate_encoder",
+    "discrete_entropy", "ksg_mutual_info", "CodeCache", "draw_factors", "draw_train_test", "evaluate_encoder", "evaluate_run",
     "Encoder", "EvaluationContext", "code_alignment", "MetricSpec", "ReportColumn", "register_metric",
     "default_metrics", "fast_metrics", "default_settings", "small_settings",
 ]

@@ -6,12 +6,18 @@ Sampling follows disentanglement_lib's evaluation configs (``unsupervised_study_
 modularity/explicitness, InfoMEC, Gaussian TC, MCC and active units; the FactorVAE and β-VAE scores
 draw their own fixed-factor batches from their own ``RandomState(seed)``. Every image any metric needs
 is encoded once (``CodeCache``). Presets may pass smaller sizes through ``settings``.
+
+``evaluate_run`` evaluates a trained run folder: the run's encoder (``probe.train.run_encoder``, imported when it is
+called: the metric functions themselves import nothing from training) through ``evaluate_encoder``, with the run's
+provenance. Restart selection, the pipeline's evaluate stages and ``probe evaluate`` (``probe.metrics.cli``) all
+evaluate runs through it.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -122,3 +128,28 @@ def evaluate_encoder(store, encoder: Encoder, *, metrics=None, seed: int = 0, se
                                "name": getattr(store, "name", None)},
                      "images_encoded": int(cache.images_encoded), "timings_s": timings},
     }
+
+
+def evaluate_run(run_dir, store_path, metrics=None, seed: int = 0, **sample_sizes) -> dict:
+    """``{"metrics": {...}, "skipped": {...}, "settings": {...}}`` for the trained run in ``run_dir``.
+
+    ``sample_sizes`` are evaluation settings (``probe.metrics.default_settings()``, e.g. ``num_train=2000``,
+    ``device="cuda"``).
+    """
+    from probe.data import open_store
+    from probe.provenance import code_version, environment
+    from probe.train import run_encoder
+
+    settings = resolve_settings(sample_sizes)
+    store = open_store(store_path, verify=True)
+    encoder = run_encoder(run_dir, device=settings["device"] or "cpu", batch_size=settings["encode_batch_size"])
+    model_shape = tuple(getattr(encoder.model, "image_shape", ()))
+    h, w, c = store.image_shape
+    if model_shape and model_shape != (c, h, w):
+        raise UserError(f"run {run_dir} was trained on images of shape {model_shape} (C, H, W) but store "
+                        f"{store_path} holds {(c, h, w)}")
+    result = evaluate_encoder(store, encoder, metrics=metrics, seed=seed, settings=sample_sizes)
+    result["settings"].update({"run_dir": str(Path(run_dir)), "run_config": encoder.config,
+                               "code_version": code_version(), "environment": environment(),
+                               "code_kind": getattr(encoder.model, "code_kind", "continuous")})
+    return result

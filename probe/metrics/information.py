@@ -87,6 +87,23 @@ def discrete_entropy(factors: np.ndarray) -> np.ndarray:
     return out
 
 
+
+def histogram_nmi(codes: np.ndarray, factors: np.ndarray, num_bins: int = 20) -> np.ndarray:
+    """NMI [K, D]: ``I(factor_k; code_j) / H(factor_k)`` with each code binned by :func:`histogram_discretize`
+    (MIG's normalisation, Eq. 1 of Zietlow et al.); a factor constant in the sample gets a row of zeros.
+
+    The MI is taken with the factor as the first label array, as ``mutual_info_score(factor, code)``, so the
+    report's NMI heatmaps keep the values they had when they called sklearn (the sum runs in the same order).
+    """
+    factors = np.asarray(factors)
+    mi = discrete_mutual_info(factors, histogram_discretize(codes, num_bins))
+    entropy = discrete_entropy(factors)
+    out = np.zeros(mi.shape)
+    varying = entropy > 0
+    out[varying] = mi[varying] / entropy[varying, None]
+    return out
+
+
 # -- kNN MI, continuous code vs discrete factor -----------------------------------------------------
 
 def _count_within(sorted_c: np.ndarray, centres: np.ndarray, radius: np.ndarray) -> np.ndarray:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from probe.models.base import Batch, GaussianVAE, bernoulli_reconstruction, gaussian_kl, reparameterise
 from probe.models.nets.locatello import glorot_init

@@ -45,9 +45,9 @@ def select_restarts(mig_by_run: dict, k: int = 1) -> dict:
 
 
 def evaluate_restarts(run_dirs, store_path, seed: int = 0, **sample_sizes) -> dict:
-    """MIG of each run, {run_dir: mig}, via ``probe.perturb.evaluate_run`` (disentanglement_lib's settings
+    """MIG of each run, {run_dir: mig}, via ``probe.metrics.evaluate_run`` (disentanglement_lib's settings
     unless ``sample_sizes`` override them, e.g. ``num_train=2000`` for quick presets)."""
-    from probe.perturb.evaluate import evaluate_run
+    from probe.metrics import evaluate_run
     from probe.train import RunFolder
 
     runs = [str(r) for r in run_dirs]

@@ -8,7 +8,7 @@ Public API::
     format_plan(plan) -> str
     workdir_status(workdir) -> dict          (probe.pipeline.workdir)
 
-Pipelines are TOML files in ``pipelines/`` (probe.pipeline.config); a pipeline's ``[pipeline] kind``
+Pipelines are TOML files in ``probe/pipeline/definitions/`` (probe.pipeline.config); a pipeline's ``[pipeline] kind``
 picks its stage graph (probe.pipeline.graph): ``modify``, ``linear-pca`` or ``audit`` (normally run as
 ``probe audit --model X``). The stages are modules of probe.pipeline.stages.
 """

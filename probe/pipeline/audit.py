@@ -6,7 +6,7 @@
 This module holds what the audit's stages need besides the stages themselves: the plug-in's
 identity, the reference config (``audit_config``, the graph's ``prepare``), the checks before any
 work, and the verdict and its Markdown. The stages store … evaluate are the modify pipeline's stage
-modules built from the reference pipeline's own config (``pipelines/modify-<dataset>.toml`` at the same
+modules built from the reference pipeline's own config (``probe/pipeline/definitions/modify-<dataset>.toml`` at the same
 preset, resolved exactly as ``probe pipeline run`` resolves it), so their digests and job keys are the
 ones a modify run computes:
 an audit in a workdir where ``probe pipeline run modify-dsprites --preset P`` ran reuses its stores

@@ -1,5 +1,5 @@
 """``probe audit --model X``: train a plug-in model on original / modified / noise data next to the
-reference models and print the verdict (probe.pipeline.audit; pipelines/audit.toml). ``run_audit`` runs
+reference models and print the verdict (probe.pipeline.audit; probe/pipeline/definitions/audit.toml). ``run_audit`` runs
 the audit pipeline and publishes its files."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ PLUGIN_STAGES = (plugin_check.NAME, plugin_train.NAME, plugin_evaluate.NAME, aud
 @click.option("--workers", type=int, default=None, help="LocalCluster workers (default: one per GPU, else cores/2)")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="override an audit config value, e.g. plugin.model_config.mmd_weight=5 or "
-                   "reference.overrides.retrain.seeds=3 (see pipelines/audit.toml)")
+                   "reference.overrides.retrain.seeds=3 (`probe pipeline show audit` lists them)")
 @click.option("--plan", "plan_only", is_flag=True, help="print the resolved stages and config, run nothing")
 @click.option("--quiet", is_flag=True, help="no progress lines")
 def audit(target, dataset, preset, seeds, workdir, scheduler, workers, sets, plan_only, quiet):

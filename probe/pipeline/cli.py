@@ -19,12 +19,14 @@ def pipeline():
 
 @pipeline.command("list")
 def list_cmd():
-    """The pipelines in pipelines/*.toml with their presets (bases such as modify.toml are not pipelines)."""
-    from probe.pipeline.config import load_definition, pipeline_names
+    """The shipped pipelines with their presets (bases such as modify.toml are not pipelines)."""
+    from probe.pipeline.config import DEFINITIONS_DIR, load_definition, pipeline_names
 
     for name in pipeline_names():
         _, raw = load_definition(name)
         click.echo(f"{name:<20} presets: {', '.join(raw.get('presets', {}))}")
+    # after `pip install .` the files sit in site-packages: say where, so a user can copy one and run it by path
+    click.echo(f"definitions: {DEFINITIONS_DIR} (a copy of one runs by its path: probe pipeline run my.toml)")
 
 
 @pipeline.command()

@@ -1,8 +1,12 @@
-"""Pipeline definitions: TOML files in ``pipelines/`` with a base config and ``[presets.NAME]`` overrides.
+"""Pipeline definitions: TOML files with a base config and ``[presets.NAME]`` overrides.
+
+The shipped definitions are package data, ``probe/pipeline/definitions/*.toml`` (``DEFINITIONS_DIR``), so
+``pip install .`` finds them exactly as ``pip install -e .`` does; a user's own definition is passed by its path
+(``probe pipeline run my.toml``) and may ``extends`` a shipped one.
 
 Resolution: the definition this one ``extends`` (deep merge, recursively) <- its own tables <-
 ``presets.<preset>`` (deep merge) <- ``--set key=value`` (dotted keys into the resolved config).
-A definition with ``base = true`` (pipelines/modify.toml) is only extended, never run or listed; its
+A definition with ``base = true`` (definitions/modify.toml) is only extended, never run or listed; its
 ``must_set`` names the dotted keys every definition extending it has to set itself. ``--set`` may only replace keys that exist, except inside the free-form tables named
 in ``free_form`` (e.g. ``retrain.model_config``: per-model hyperparameter overrides, checked later by
 the model itself); anything else is a UserError before any work starts.
@@ -17,32 +21,35 @@ from typing import Any
 
 from probe.errors import UserError
 
-PIPELINES_DIR = Path(__file__).resolve().parents[2] / "pipelines"
+# next to this module, inside the package: pyproject.toml ships it as package data
+DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
 RESERVED = ("presets", "free_form", "extends", "base", "must_set")
 
 
 def pipeline_files() -> dict[str, Path]:
-    """Every definition in ``pipelines/``, bases included."""
-    if not PIPELINES_DIR.is_dir():
+    """Every shipped definition (``DEFINITIONS_DIR``), bases included."""
+    if not DEFINITIONS_DIR.is_dir():
         return {}
-    return {p.stem: p for p in sorted(PIPELINES_DIR.glob("*.toml"))}
+    return {p.stem: p for p in sorted(DEFINITIONS_DIR.glob("*.toml"))}
 
 
 def pipeline_names() -> list[str]:
-    """The runnable pipelines in ``pipelines/`` (not the bases)."""
+    """The runnable shipped pipelines (not the bases)."""
     return [name for name, path in pipeline_files().items() if not _read(path).get("base")]
 
 
 def load_definition(name: str) -> tuple[str, dict]:
-    """(pipeline name, raw TOML dict with what it extends merged in) for a name in ``pipelines/`` or a path
+    """(pipeline name, raw TOML dict with what it extends merged in) for a shipped pipeline's name or a path
     to a .toml file."""
     files = pipeline_files()
     if name in files:
         path = files[name]
     elif name.endswith(".toml") and Path(name).is_file():
         path = Path(name)
+    elif name.endswith(".toml"):
+        raise UserError(f"pipeline file {name} does not exist")
     else:
-        known = ", ".join(pipeline_names()) or "(none found)"
+        known = ", ".join(pipeline_names()) or f"(none found in {DEFINITIONS_DIR})"
         raise UserError(f"unknown pipeline {name!r}; known pipelines: {known} (or pass a path to a .toml file)")
     raw = _read(path)
     if raw.get("base"):
@@ -61,7 +68,7 @@ def _read(path: Path) -> dict:
 
 
 def _extended(raw: dict, path: Path, chain: tuple = ()) -> dict:
-    """``raw`` deep-merged onto the definition it ``extends`` (found next to ``path``, else in ``pipelines/``).
+    """``raw`` deep-merged onto the definition it ``extends`` (found next to ``path``, else a shipped one).
     The merge keeps the base's key order, so the resolved config reads as the base does."""
     parent = raw.get("extends")
     if not parent:

@@ -1,4 +1,4 @@
-"""The stage graph of each pipeline kind (``[pipeline] kind`` of a pipeline TOML): its stage modules in run order
+"""The stage graph of each pipeline kind (``[pipeline] kind`` of a pipeline definition, probe/pipeline/definitions/*.toml): its stage modules in run order
 and its checks before any work.
 
     modify      store → restarts → select → manipulate → apply → noise → retrain → evaluate → robustness

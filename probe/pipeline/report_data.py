@@ -165,36 +165,6 @@ def capture_runs(inputs: dict, root) -> dict:
 
 # -- the selected restarts: NMI heatmaps and latent traversals ---------------------------------------------------
 
-def discretize(codes: np.ndarray, bins: int = NMI_BINS) -> np.ndarray:
-    """Equal-width histogram bins per latent (disentanglement_lib's ``_histogram_discretize``)."""
-    codes = np.asarray(codes, dtype=np.float64)
-    out = np.zeros(codes.shape, dtype=np.int64)
-    for j in range(codes.shape[1]):
-        edges = np.histogram(codes[:, j], bins)[1]
-        out[:, j] = np.digitize(codes[:, j], edges[:-1])
-    return out
-
-
-def normalized_mutual_information(codes: np.ndarray, factors: np.ndarray, bins: int = NMI_BINS) -> np.ndarray:
-    """NMI[k, j] = I(w_k; z_j) / H(w_k) with z_j histogram-discretised (the normalisation of MIG, Eq. 1).
-    Returns [K factors, D latents]; a factor with a single value gets a row of zeros.
-
-    sklearn's ``mutual_info_score``, as the report computed it before this moved here: ``probe.metrics.information``
-    agrees to 1e-17 but not bit for bit, and the heatmaps' numbers are kept as they were (summary.json)."""
-    from sklearn.metrics import mutual_info_score
-
-    z = discretize(codes, bins)
-    factors = np.asarray(factors)
-    nmi = np.zeros((factors.shape[1], z.shape[1]))
-    for k in range(factors.shape[1]):
-        h = mutual_info_score(factors[:, k], factors[:, k])
-        if h <= 0:
-            continue
-        for j in range(z.shape[1]):
-            nmi[k, j] = mutual_info_score(factors[:, k], z[:, j]) / h
-    return nmi
-
-
 def traversal_grid(model, base_code: np.ndarray, dims: tuple[int, int], *, steps: int = TRAVERSAL_STEPS,
                    limit: float = TRAVERSAL_LIMIT) -> np.ndarray:
     """Decode a steps×steps grid over latents ``dims`` (values in [−limit, limit], others fixed at
@@ -248,6 +218,7 @@ def restart_latents(inputs: dict, root) -> dict | None:
 
 def _restart_panels(inputs: dict, selected: list[dict], root) -> dict:
     from probe.analysis.runs import active_latents, encode_sample, load_model
+    from probe.metrics.information import histogram_nmi
     from probe.data import open_store
     from probe.errors import UserError
 
@@ -263,7 +234,7 @@ def _restart_panels(inputs: dict, selected: list[dict], root) -> dict:
         dims = (int(order[0]), int(order[1])) if len(order) > 1 else (0, min(1, sample["codes"].shape[1] - 1))
         grid = traversal_grid(model, sample["codes"][0], dims)
         panels.append({"run_dir": r["run_dir"], "selected": r["selected"], "mig": r.get("mig"),
-                       "nmi": normalized_mutual_information(sample["codes"], sample["factors"]).tolist(),
+                       "nmi": histogram_nmi(sample["codes"], sample["factors"], NMI_BINS).tolist(),
                        "dims": list(dims), "traversal_png": encode_tiles(grid)})
     return {"factor_names": list(store.factor_names), "panels": panels}
 

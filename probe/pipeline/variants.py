@@ -4,7 +4,7 @@ probe.pipeline.stages.stores).
 ``VARIANTS`` (orig, mod, noise) are the paper's three (§5.1, §5.2): every report's tables and verdicts are over
 them. The names and the dose-variant naming live in ``probe.data.variants`` (below the pipeline and the report, which
 reads runs by them); this module adds the variants the pipeline can make stores of and checks a name. The control pipeline
-(pipelines/modify-control.toml, docs/notes/control.md) trains on two more kinds, ``CONTROL_VARIANTS``:
+(probe/pipeline/definitions/modify-control.toml, docs/notes/control.md) trains on two more kinds, ``CONTROL_VARIANTS``:
 
 * ``rotated`` (L1): the store rendered from the factors rotated before rendering (stage ``rotated``): a known
   entangling transformation, so a model that follows the images' preferred axes must lose its alignment;

@@ -1,4 +1,4 @@
-"""The positive-control section of a control pipeline's report (pipelines/modify-control.toml, docs/notes/control.md).
+"""The positive-control section of a control pipeline's report (modify-control.toml, docs/notes/control.md).
 
 A measuring instrument is validated on a case whose answer is known. Three levels, each with what must hold:
 

@@ -152,8 +152,6 @@ def read_source(name: str, source: str | os.PathLike | None = None, factor_sizes
 def build(name: str, source: str | os.PathLike | None, out: str | os.PathLike, progress: bool = True, *,
           factor_sizes: Sequence[int] | None = None, require_full: bool = False) -> Store:
     """Convert an official file (or a reduced file in the same layout) into a store at ``out``."""
-    from tqdm import tqdm
-
     c = card(name)
     out = Path(out)
     if out.exists():

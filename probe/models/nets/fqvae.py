@@ -14,7 +14,6 @@ Works at any resolution divisible by 4 (the feature map is R/4 × R/4).
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
 NUM_BLOCKS = 6  # 3 groups × 2 blocks, DALL-E's n_layers for the residual post-gain

@@ -173,8 +173,8 @@ def _train_result(ctx: JobContext, run_dir, store_path, hp: dict, *, variant: st
 # -- evaluation -----------------------------------------------------------------------------------------
 
 def evaluate_metrics(run_dir, store_path, settings: dict) -> dict:
-    """``probe.perturb.evaluate_run`` of one run on a store, as strict JSON (NaN -> null)."""
-    from probe.perturb import evaluate_run
+    """``probe.metrics.evaluate_run`` of one run on a store, as strict JSON (NaN -> null)."""
+    from probe.metrics import evaluate_run
 
     result = evaluate_run(str(run_dir), str(store_path), metrics=settings.get("metrics") or None,
                           seed=int(settings.get("seed", 0)), **(settings.get("sample_sizes") or {}))

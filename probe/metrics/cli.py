@@ -1,4 +1,4 @@
-"""``probe evaluate RUN --data STORE [--metrics mig,dci,...] [--out metrics.json]``."""
+"""``probe evaluate RUN --data STORE [--metrics mig,dci,...] [--out metrics.json]``: ``evaluate_run`` of one trained run."""
 
 from __future__ import annotations
 
@@ -22,8 +22,7 @@ def evaluate(run, data, metrics, out, seed, small, settings, device):
     """Compute disentanglement metrics of the trained RUN on a store; prints the metrics as JSON."""
     from probe.cli import parse_set_options
     from probe.metrics import small_settings
-    from probe.metrics.evaluate import resolve_metrics, resolve_settings
-    from probe.perturb.evaluate import evaluate_run
+    from probe.metrics.evaluate import evaluate_run, resolve_metrics, resolve_settings
     from probe.provenance import write_json_atomic
 
     overrides = {**(small_settings() if small else {}), **parse_set_options(settings)}

@@ -1,0 +1,48 @@
+"""The shipped pipeline definitions (package data next to probe.pipeline.config) and a user's own by path."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import probe
+from probe.errors import UserError
+from probe.pipeline.config import DEFINITIONS_DIR, pipeline_files, resolve
+
+
+def test_the_definitions_are_inside_the_package():
+    assert DEFINITIONS_DIR == Path(probe.__file__).parent / "pipeline" / "definitions"
+    assert {"modify", "modify-shapes3d", "modify-dsprites", "modify-control", "linear-pca", "audit"} <= set(pipeline_files())
+    assert all(path.parent == DEFINITIONS_DIR for path in pipeline_files().values())
+
+
+def test_a_copied_definition_runs_by_path_and_extends_a_shipped_base(tmp_path):
+    # a user copies one shipped file out of site-packages and passes its path; its `extends = "modify"` has no
+    # sibling modify.toml there, so the shipped base is used
+    copy = tmp_path / "my-shapes3d.toml"
+    shutil.copy(DEFINITIONS_DIR / "modify-shapes3d.toml", copy)
+    mine, shipped = resolve(str(copy), "smoke"), resolve("modify-shapes3d", "smoke")
+    assert mine["pipeline"]["name"] == "my-shapes3d"
+    mine["pipeline"]["name"] = shipped["pipeline"]["name"]
+    assert json.dumps(mine) == json.dumps(shipped)
+    edited = copy.read_text().replace("factor_sizes = [2, 2, 2, 2, 2, 3]", "factor_sizes = [2, 2, 2, 2, 3, 3]", 1)
+    copy.write_text(edited)  # and the user's edit is what resolves
+    assert resolve(str(copy), "smoke")["store"]["factor_sizes"] == [2, 2, 2, 2, 3, 3]
+
+
+def test_a_missing_definition_file_is_one_clear_message(tmp_path):
+    with pytest.raises(UserError, match=r"pipeline file .*nope\.toml does not exist"):
+        resolve(str(tmp_path / "nope.toml"), "smoke")
+    with pytest.raises(UserError, match="unknown pipeline 'nope'; known pipelines: audit, linear-pca"):
+        resolve("nope", "smoke")
+
+
+def test_list_says_where_the_definitions_are(capsys):
+    from conftest import run_probe
+
+    code, out, _ = run_probe(["pipeline", "list"], capsys)
+    assert code == 0 and f"definitions: {DEFINITIONS_DIR} " in out
+    assert out.splitlines()[0].split()[0] == "audit"
