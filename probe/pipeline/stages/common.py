@@ -138,17 +138,21 @@ def job_train_batch(contexts: list[JobContext], members: list[dict]) -> list:
 
 def _prepare_train(ctx: JobContext, run_config: dict, variant: str, model: str, hyperparameter: str | None,
                    scale: float | None):
-    """(store path, run config with the scaled hyperparameter, {"name", "value"} of the primary hyperparameter)."""
+    """(store path, run config, {"name", "value"} of the primary hyperparameter). The trainer resolves the model
+    config (probe.train); only a scaled run (robustness) resolves it here first, to multiply the literature value and
+    write the product into its run config. Otherwise the value is read after training from the run's own resolved
+    config (``_train_result``), so the model config is resolved once per run."""
     from probe.pipeline.stages.stores import variant_store
-    from probe.train import resolve_run_config
 
     store_path = variant_store(ctx.inputs, variant)
     run_config = json.loads(json.dumps(run_config))
-    resolved = resolve_run_config(run_config, store_path)
-    hp = {"name": hyperparameter, "value": resolved["model_config"].get(hyperparameter) if hyperparameter else None}
+    hp = {"name": hyperparameter, "value": None}
     if scale is not None:
+        from probe.train import resolve_run_config
+
         if hyperparameter is None:
             raise UserError(f"model {model!r} has no primary hyperparameter to scale")
+        resolved = resolve_run_config(run_config, store_path)
         hp["value"] = float(resolved["model_config"][hyperparameter]) * float(scale)
         run_config.setdefault("model_config", {})[hyperparameter] = hp["value"]
     return store_path, run_config, hp
@@ -160,6 +164,8 @@ def _train_result(ctx: JobContext, run_dir, store_path, hp: dict, *, variant: st
     from probe.train import RunFolder
 
     keep_run(run_dir, keep)
+    if hp["name"] is not None and hp["value"] is None:  # as the trainer resolved it (the run's config.json)
+        hp = {**hp, "value": RunFolder(run_dir).read_config()["model_config"].get(hp["name"])}
     result = {"model": model, "variant": variant, "seed": seed, "run_dir": str(run_dir), "hyperparameter": hp,
               "curve": str(RunFolder(run_dir).log_path)}
     if scale is not None:
