@@ -85,6 +85,22 @@ def test_psi_step_lowers_the_adversarial_objective(restarts):
     assert after < before
 
 
+def crash_after_checkpoint(monkeypatch, *, step: int):
+    """Make every run folder raise KeyboardInterrupt right after writing its checkpoint of ``step`` (a kill between
+    checkpoints); returns the original ``RunFolder.save_checkpoint`` to restore."""
+    from probe.train import RunFolder
+
+    original = RunFolder.save_checkpoint
+
+    def crash(self, payload):
+        original(self, payload)
+        if payload["step"] == step:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunFolder, "save_checkpoint", crash)
+    return original
+
+
 def test_resume_is_bit_identical(restarts, monkeypatch):
     from probe.perturb import train_manipulation
     from probe.train import RunFolder
@@ -93,14 +109,7 @@ def test_resume_is_bit_identical(restarts, monkeypatch):
     cfg = {**TINY, "steps": 4, "checkpoint_every": 2, "log_every": 1}
     straight = train_manipulation(store.path, [runs[0]], [runs[1]], root / "straight", cfg, progress=False)
 
-    original = RunFolder.save_checkpoint
-
-    def crash_after_first_checkpoint(self, payload):
-        original(self, payload)
-        if payload["step"] == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(RunFolder, "save_checkpoint", crash_after_first_checkpoint)
+    original = crash_after_checkpoint(monkeypatch, step=2)
     with pytest.raises(KeyboardInterrupt):
         train_manipulation(store.path, [runs[0]], [runs[1]], root / "resumed", cfg, progress=False)
     assert not (root / "resumed" / "done.json").exists()
@@ -144,14 +153,7 @@ def test_an_interrupted_manipulation_and_a_partner_are_kept_in_a_moved_folder(re
         shutil.copytree(src, here / Path(src).name)
     partner = rotated_partner(here / "r1", here / "partner", here / "orig.zarr")
     built = (partner / "checkpoint.pt").stat().st_mtime_ns
-    original = RunFolder.save_checkpoint
-
-    def crash_after_first_checkpoint(self, payload):
-        original(self, payload)
-        if payload["step"] == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(RunFolder, "save_checkpoint", crash_after_first_checkpoint)
+    original = crash_after_checkpoint(monkeypatch, step=2)
     with pytest.raises(KeyboardInterrupt):
         train_manipulation(here / "orig.zarr", [here / "r0"], [here / "r1"], here / "manip", cfg, progress=False)
     monkeypatch.setattr(RunFolder, "save_checkpoint", original)
