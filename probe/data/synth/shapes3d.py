@@ -4,19 +4,11 @@ Factors (official order, C-order grid, same label values as ``3dshapes.h5``):
 floor_hue 10, wall_hue 10, object_hue 10 (hues 0, 0.1, …, 0.9), scale 8 in [0.75, 1.25],
 shape 4 (0 cube, 1 cylinder, 2 sphere, 3 capsule), orientation 15 in [-30°, 30°].
 
-Scene: floor y = 0, two walls meeting in a corner behind the object (the room is turned 45° to the camera, so
-both walls are always in view, lit differently, with the corner edge between them as in the official images), the
-object standing on the floor at the origin. ``orientation`` is the camera's azimuth around the object (the official
-file name calls it "view-azi"): the object and the room turn together, and the corner edge moves across the image.
-Colours are fully saturated HSV hues; shading is Lambertian from one directional light plus ambient, with a hard
-shadow of the object. Each pixel averages 2×2 rays (anti-aliasing).
-
-Geometry (a deviation from the first version, docs/notes/presets.md "Issue 24, generator geometry"): the first
-version looked at one flat back wall from 3.3 units with a 46° field of view, so the object filled ≈ 5 % of the
-image and the orientation moved only a wall edge at the extremes; per pair of images differing in one factor, the
-summed squared pixel difference at 32×32 was floor 539, wall 273, object hue 69, scale 44, shape 37, orientation 24.
-The corner room seen from 2.8 units at 40° gives 334, 294, 130, 83, 72, 59: the small factors carry about twice
-the pixel variance, as in the official images, where the object is about a third of the image high.
+Scene: floor y = 0, walls of a square room around the origin (one back wall and, at the larger
+orientations, a side wall), the object standing on the floor at the origin. ``orientation`` is the camera's
+azimuth around the object (the official file name calls it "view-azi"): the object and the room turn
+together, as in the official images. Colours are fully saturated HSV hues; shading is Lambertian from one
+directional light plus ambient, with a hard shadow of the object. Each pixel averages 2×2 rays (anti-aliasing).
 """
 
 from __future__ import annotations
@@ -29,11 +21,11 @@ FULL_SIZES = [10, 10, 10, 8, 4, 15]
 SHAPE_NAMES = ["cube", "cylinder", "sphere", "capsule"]
 CHANNELS = 3
 
-CORNER_DISTANCE = 2.3   # the two back walls: n·p = -2.3 for n = (±1, 0, 1)/√2, meeting at x = 0, z = -2.3·√2
-CAMERA_DISTANCE = 2.8
-CAMERA_HEIGHT = 1.7
-TARGET_HEIGHT = 0.8
-FOV_DEG = 40.0
+ROOM_HALF = 4.0          # walls at x = ±4, z = -4 (and z = +4 behind the camera)
+CAMERA_DISTANCE = 3.3
+CAMERA_HEIGHT = 1.55
+TARGET_HEIGHT = 0.55
+FOV_DEG = 46.0
 LIGHT = np.array([-0.45, 0.85, 0.55]) / np.linalg.norm([-0.45, 0.85, 0.55])
 AMBIENT, DIFFUSE = 0.45, 0.6
 SUPERSAMPLE = 2
@@ -147,23 +139,20 @@ def _object(o, d, shape, scale):
 
 
 def _room(o, d):
-    """Nearest room surface: the floor or one of the two back walls. Returns t, normal, is_wall."""
+    """Nearest room surface: floor (0), back/front walls (1), side walls (1). Returns t, normal, is_wall."""
     n = o.shape[0]
     best = np.full(n, np.inf, dtype=o.dtype)
     normal = np.zeros_like(o)
     wall = np.zeros(n, dtype=bool)
-    diagonal = np.float32(1.0 / np.sqrt(2.0))
-    # planes n·p = c with n pointing into the room; no walls on the camera's side (it orbits within ±30°)
-    planes = [((0.0, 1.0, 0.0), 0.0, False),
-              ((diagonal, 0.0, diagonal), -CORNER_DISTANCE, True),
-              ((-diagonal, 0.0, diagonal), -CORNER_DISTANCE, True)]
     with np.errstate(divide="ignore", invalid="ignore"):
-        for nrm, c, is_wall in planes:
-            nv = np.asarray(nrm, dtype=o.dtype)
-            t = (c - o @ nv) / (d @ nv)
+        planes = [(1, 0.0, (0, 1, 0), False),
+                  (2, -ROOM_HALF, (0, 0, 1), True), (2, ROOM_HALF, (0, 0, -1), True),
+                  (0, -ROOM_HALF, (1, 0, 0), True), (0, ROOM_HALF, (-1, 0, 0), True)]
+        for axis, pos, nrm, is_wall in planes:
+            t = (pos - o[:, axis]) / d[:, axis]
             closer = (t > 1e-4) & (t < best)
             best = np.where(closer, t, best)
-            normal[closer] = nv
+            normal[closer] = np.asarray(nrm, dtype=o.dtype)
             wall = np.where(closer, is_wall, wall)
     return best, normal, wall
 
