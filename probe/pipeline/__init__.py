@@ -37,6 +37,7 @@ class Plan:
     preset: str
     config: dict
     stages: list[Stage]
+    modules: tuple = ()  # the graph's stage modules, in order (the graph is built once, here)
     deep: bool = True  # validated with the checks that import the models and metrics (plan_pipeline)
 
 
@@ -59,7 +60,7 @@ def plan_pipeline(name: str, *, preset: str = "smoke", overrides: dict | None = 
     config = resolve(name, preset, overrides)
     graph = graph_of(config)
     graph.validate(config, deep=deep)
-    return Plan(config["pipeline"]["name"], preset, config, graph.stages(config, meta or {}), deep)
+    return Plan(config["pipeline"]["name"], preset, config, graph.stages(config, meta or {}), graph.modules, deep)
 
 
 def run_pipeline(name: str, *, workdir, preset: str = "smoke", overrides: dict | None = None,
@@ -91,7 +92,7 @@ def run_pipeline(name: str, *, workdir, preset: str = "smoke", overrides: dict |
                                                               "config": plan.config})
         finally:
             executor.close()
-    _publish(workdir, results, graph_of(plan.config).modules)
+    _publish(workdir, results, plan.modules)
     run = PipelineRun(workdir, results, reports, time.time() - t0)
     if progress:
         print(f"done in {run.wall_time_s:.1f}s ({run.jobs_run} job(s) run)", file=sys.stderr)
