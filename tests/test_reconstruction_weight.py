@@ -20,6 +20,7 @@ from probe.models.pcl import PCL
 from probe.models.registry import get_model_class
 from probe.models.rtc_vae import RTCVAE
 from probe.models.slow_vae import SlowVAE, laplace_transition_kl
+from probe.train import train_run
 from conftest import run_probe
 
 IMAGE = (1, 16, 16)
@@ -202,3 +203,19 @@ def test_cli_set_reconstruction_weight_is_recorded_and_bad_values_exit_2(make_to
                               "--set", "reconstruction_weight=4"], capsys)
     assert code == 2 and "reconstruction_weight" in err
 
+
+def test_a_run_from_before_the_key_resumes_and_weight_one_is_the_same_run(make_toy_store, tmp_path):
+    """A run folder whose config.json predates the key (no reconstruction_weight) continues under the new code:
+    the identity leaves the key out at its neutral value 1; another value is another run."""
+    store = make_toy_store()
+    base = {"model": "beta-vae", "seed": 1, "train": {"steps": 4, "batch_size": 4, "log_every": 2, "checkpoint_every": 2}}
+    out = train_run(base, store, tmp_path / "r", progress=False)
+    config_path = out / "config.json"
+    record = json.loads(config_path.read_text())
+    del record["model_config"]["reconstruction_weight"]   # as written before the key existed
+    config_path.write_text(json.dumps(record))
+    longer = {**base, "train": {**base["train"], "steps": 6}}
+    train_run({**longer, "model_config": {"reconstruction_weight": 1}}, store, out, progress=False)
+    assert json.loads(config_path.read_text())["model_config"]["reconstruction_weight"] == 1
+    with pytest.raises(UserError, match="model_config"):
+        train_run({**longer, "model_config": {"reconstruction_weight": 4.0}}, store, out, progress=False)
