@@ -41,10 +41,9 @@ linear VAE (a squared error for the §4.1 PCA check, no Table 2 value to keep).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
-
-import math
 
 import torch
 from torch import nn

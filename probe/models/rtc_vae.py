@@ -7,8 +7,8 @@ FactorVAE discriminator, and Table 1 sets FactorVAE's γ = β. So the VAE loss (
 
     w·recon + KL + β · tc + η · Σ_k mean_batch exp(logvar_k)
 
-with w = ``reconstruction_weight`` (default 1; (64·64)/(H·W) restores Table 2's balance at another resolution, see
-``probe.models.base``; Cheng et al. train at 64×64 as well).
+with w = ``reconstruction_weight`` (default 1; (64·64)/(H·W) restores the balance of Cheng et al.'s 64×64 images
+at another resolution, see ``probe.models.base``).
 
 β weights the TC term only; the KL keeps weight 1 (the ELBO in Eq. 3/4 is unweighted).
 η = max(10, β) (§7 "we set η = max(10, β)"; Table 1), overridable with ``eta``. Sweep β ∈ {2, 6, 10, 20,
