@@ -24,10 +24,24 @@ precision, checkpoints and logging. The contract:
                              ``permutation`` (below), so that seeds can train together (probe.train.batched).
 
 Images enter models as float tensors in [0, 1] with layout [B, C, H, W].
+
+Reconstruction weight. The paper's hyperparameters (Zietlow et al. 2021, Table 2) balance a Bernoulli
+reconstruction *summed over 64×64 pixels* against the KL/TC terms; at H×W pixels the sum is (H·W)/(64·64) as
+large, so every regulariser (the weight-1 KL of FactorVAE and SlowVAE included) weighs (64·64)/(H·W) times more.
+``GaussianVAE`` models therefore take ``reconstruction_weight`` w (default 1.0: the loss, bit for bit, of before)::
+
+    loss = w·Rec + ...;  w = (64·64)/(H·W) restores Table 2's balance at another resolution (4 at 32×32)
+
+and under Adam (scale-invariant up to eps) w·Rec + β·KL trains like Rec + (β/w)·KL. Only the optimised loss
+is weighted: the logged ``reconstruction`` stays the unweighted nats. Models without a summed-pixel
+reconstruction against a regulariser have no such key: the AE (no regulariser), PCL (no decoder), and the
+quantized models (QLAE, Tripod, FactorQVAE: pixel-mean reconstructions, already resolution-invariant) and the
+linear VAE (a squared error for the §4.1 PCA check, no Table 2 value to keep).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -155,7 +169,9 @@ class GaussianVAE(ProbeModel):
     """Base of every Gaussian-encoder model: encoder -> (mean, logvar), decoder -> logits.
 
     Subclasses implement ``regularizer(mean, logvar, z, batch, step) -> (penalty, logs)``; the loss is
-    Bernoulli reconstruction + penalty, as ``BaseVAE.model_fn`` in disentanglement_lib.
+    w·(Bernoulli reconstruction) + penalty, as ``BaseVAE.model_fn`` in disentanglement_lib when
+    w = ``reconstruction_weight`` = 1 (the default; see the module docstring for w = (64·64)/(H·W)).
+    Models that compute their own loss weight their reconstruction with ``weighted_reconstruction``.
     ``encoder`` and ``decoder`` are attributes so that the perturbation stage can freeze one and
     fine-tune the other.
     """
@@ -166,8 +182,25 @@ class GaussianVAE(ProbeModel):
         super().__init__(config, image_shape, num_factors)
         from probe.models.nets import build_decoder, build_encoder
 
+        # .get: a run folder written before the key existed has no reconstruction_weight in its config
+        weight = self.config.get("reconstruction_weight", 1.0)
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
+            raise UserError(f"model {self.name!r}: reconstruction_weight must be a finite number >= 0, got {weight!r} "
+                            "(1 = the paper's loss at 64×64; (64·64)/(H·W) keeps its balance at H×W)")
+        self.reconstruction_weight = float(weight)
         self.encoder = build_encoder(self.config.get("arch", "locatello"), image_shape, self.num_latent, gaussian=True)
         self.decoder = build_decoder(self.config.get("arch", "locatello"), image_shape, self.num_latent)
+
+    @classmethod
+    def default_config(cls) -> dict:
+        return {**super().default_config(), "reconstruction_weight": 1.0}
+
+    def weighted_reconstruction(self, recon: torch.Tensor) -> torch.Tensor:
+        """w·recon, the reconstruction term of the optimised loss; at w = 1 ``recon`` itself (no multiply, so the
+        loss and its gradients are those of before the weight existed, bit for bit)."""
+        if self.reconstruction_weight == 1.0:
+            return recon
+        return self.reconstruction_weight * recon
 
     def encode_distribution(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.encoder(x)
@@ -187,7 +220,9 @@ class GaussianVAE(ProbeModel):
         kl = logs.get("kl")
         if kl is None:
             kl = gaussian_kl(mean, logvar)
-        return recon + penalty, {"reconstruction": recon.detach(), "kl": kl.detach(), **logs}
+        # loss = w·Rec + penalty; the log keeps the unweighted reconstruction (nats per image)
+        loss = self.weighted_reconstruction(recon) + penalty
+        return loss, {"reconstruction": recon.detach(), "kl": kl.detach(), **logs}
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return self.encode_distribution(x)[0]

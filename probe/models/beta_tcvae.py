@@ -2,9 +2,11 @@
 
 Loss (per batch, minimised)::
 
-    recon + KL + (β - 1) · TC(z)
+    w·recon + KL + (β - 1) · TC(z)
 
-i.e. Chen et al. Eq. 5 with α = γ = 1 written as ``ELBO + (1 - β)·TC`` (disentanglement_lib's form).
+with w = ``reconstruction_weight`` (default 1; (64·64)/(H·W) restores Table 2's balance at another resolution, see
+``probe.models.base``). At w = 1 this is Chen et al. Eq. 5 with α = γ = 1 written as ``ELBO + (1 - β)·TC``
+(disentanglement_lib's form).
 ``TC`` is the minibatch-weighted-sampling (MWS) estimate **without the log(N·M) constants**, exactly
 disentanglement_lib's ``total_correlation``; the dropped constant is ``(L - 1)·log(B·N)`` and does not
 change the gradients. The paper's own code uses minibatch-stratified sampling; we follow the reference

@@ -1,8 +1,11 @@
 """β-VAE (Higgins et al. 2017) as in disentanglement_lib's ``BetaVAE``.
 
-Loss = Bernoulli reconstruction (σ-cross-entropy summed over pixels, mean over the batch) + β·KL(q(z|x) ‖ N(0, I))
-(KL summed over latents, mean over the batch). Presets: Zietlow et al. 2021, Table 2 (β = 8 on dSprites,
-β = 32 on Shapes3D). Without a preset β defaults to 1 (the plain VAE); disentanglement_lib has no default.
+Loss = w·Rec + β·KL(q(z|x) ‖ N(0, I)): Rec the Bernoulli reconstruction (σ-cross-entropy summed over pixels, mean
+over the batch), KL summed over latents, mean over the batch; w = ``reconstruction_weight`` (default 1;
+w = (64·64)/(H·W) restores Table 2's balance at another resolution, see ``probe.models.base``). Under Adam
+(scale-invariant up to eps) w·Rec + β·KL trains like Rec + (β/w)·KL: w = 4 with β = 32 at 32×32 is β = 8 there.
+Presets: Zietlow et al. 2021, Table 2 (β = 8 on dSprites, β = 32 on Shapes3D). Without a preset β defaults to 1
+(the plain VAE); disentanglement_lib has no default.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from probe.models.base import GaussianVAE, gaussian_kl
 
 
 class BetaVAE(GaussianVAE):
-    """β-VAE: Bernoulli reconstruction + β·KL to N(0, I)."""
+    """β-VAE: w·Bernoulli reconstruction + β·KL to N(0, I)."""
 
     name = "beta-vae"
 

@@ -2,7 +2,10 @@
 
 Loss (minimised)::
 
-    recon + KL + λ_od · Σ_{i≠j} C_ij² + λ_d · Σ_i (C_ii − 1)²,      λ_d = lambda_d_factor · λ_od
+    w·recon + KL + λ_od · Σ_{i≠j} C_ij² + λ_d · Σ_i (C_ii − 1)²,      λ_d = lambda_d_factor · λ_od
+
+with w = ``reconstruction_weight`` (default 1; (64·64)/(H·W) restores the balance of the reference sweep's 64×64
+images at another resolution, see ``probe.models.base``).
 
 * DIP-VAE-I:  C = Cov_batch[μ(x)]                               (paper Eq. 6)
 * DIP-VAE-II: C = Cov_batch[μ(x)] + mean_batch diag(σ²(x))      (paper Eq. 7)

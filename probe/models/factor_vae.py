@@ -2,7 +2,11 @@
 
 VAE loss (encoder + decoder, minimised)::
 
-    recon + KL + γ · tc,      tc = mean_batch(logit_0(z) - logit_1(z))
+    w·recon + KL + γ · tc,      tc = mean_batch(logit_0(z) - logit_1(z))
+
+with w = ``reconstruction_weight`` (default 1; (64·64)/(H·W) restores Table 2's balance at another resolution, see
+``probe.models.base``).
+The logged ``reconstruction`` is the unweighted recon.
 
 Discriminator loss (discriminator only, minimised)::
 
@@ -114,7 +118,7 @@ class FactorVAE(GaussianVAE):
         kl = gaussian_kl(mean, logvar)
         logits = self.discriminator(z).float()
         tc = (logits[:, 0] - logits[:, 1]).mean()
-        loss = recon + kl + self.tc_weight * tc
+        loss = self.weighted_reconstruction(recon) + kl + self.tc_weight * tc   # w·Rec + KL + γ·tc
         logs = {"reconstruction": recon.detach(), "kl": kl.detach(), "tc": tc.detach()}
         penalty, extra_logs = self.extra_penalty(mean, logvar)
         if penalty is not None:

@@ -5,7 +5,10 @@ Paper Eq. 4: ``L_RTC = ELBO − β·TC(z) − η·tr(E_p(n) Cov_q(z|n)[z])`` wit
 estimated with the density-ratio trick (§5: "we adopt density-ratio trick as our main method"), i.e. the
 FactorVAE discriminator, and Table 1 sets FactorVAE's γ = β. So the VAE loss (minimised) is::
 
-    recon + KL + β · tc + η · Σ_k mean_batch exp(logvar_k)
+    w·recon + KL + β · tc + η · Σ_k mean_batch exp(logvar_k)
+
+with w = ``reconstruction_weight`` (default 1; (64·64)/(H·W) restores the balance of Cheng et al.'s 64×64 images
+at another resolution, see ``probe.models.base``).
 
 β weights the TC term only; the KL keeps weight 1 (the ELBO in Eq. 3/4 is unweighted).
 η = max(10, β) (§7 "we set η = max(10, β)"; Table 1), overridable with ``eta``. Sweep β ∈ {2, 6, 10, 20,

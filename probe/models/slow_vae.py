@@ -4,14 +4,16 @@
 Posterior q(z|x) = N(μ, diag σ²); prior N(0, I) on every frame; transition prior
 p(z_t | z_{t−1}) = Π_i (λ/2) exp(−λ |z_t,i − z_{t−1,i}|). With B pairs (2B images)::
 
-    loss = 2·R + β·KL_N + γ·(CE_L − H)
+    loss = 2·w·R + β·KL_N + γ·(CE_L − H)
     R    = mean over 2B images of Σ_pixels BCE(logits, x)                 (Bernoulli decoder)
     KL_N = mean over 2B images of Σ_i ½(μ² + σ² − log σ² − 1)
     CE_L = mean over B pairs of Σ_i [CE(q⁰; Lap(μ¹, 1/λ)) + CE(q¹; Lap(μ⁰, 1/λ))]   ("both ways")
     H    = mean over 2B images of Σ_i ½ log(2πe σ²)
 
-``CE`` is the closed-form cross entropy of a Gaussian against a Laplace located at the *other* frame's
-posterior mean (``laplace_cross_entropy``); no sampling, no stop-gradient (both means get gradients).
+w = ``reconstruction_weight`` (default 1; (64·64)/(H·W) restores Table 2's balance at another resolution, see
+``probe.models.base``); the logged ``reconstruction`` is the unweighted R. ``CE`` is the closed-form cross
+entropy of a Gaussian against a Laplace located at the *other* frame's posterior mean (``laplace_cross_entropy``);
+no sampling, no stop-gradient (both means get gradients).
 Reference quirks kept on purpose and documented: (a) ``2·R`` sums reconstruction over the pair while KL_N
 is per image, so the effective per-image β is β/2; (b) the two-way Laplace term subtracts the per-image
 entropy once, not H⁰ + H¹.
@@ -99,6 +101,7 @@ class SlowVAE(GaussianVAE):
         b = batch.x.shape[0]
         mu0, mu1 = mean[:b], mean[b:]
         kl_laplace = laplace_transition_kl(mu0, logvar[:b], mu1, logvar[b:], float(self.config["rate_prior"]))
-        loss = 2.0 * recon + self.config["beta"] * kl_normal + self.config["gamma"] * kl_laplace
+        loss = (2.0 * self.weighted_reconstruction(recon)           # 2·w·R + β·KL_N + γ·(CE_L − H)
+                + self.config["beta"] * kl_normal + self.config["gamma"] * kl_laplace)
         return loss, {"reconstruction": recon.detach(), "kl": kl_normal.detach(), "kl_laplace": kl_laplace.detach(),
                       "l1_transition": (mu0 - mu1).abs().mean().detach()}

@@ -128,11 +128,22 @@ def _check_constructible(model_cls, model_config, image_shape, num_factors, name
                             f"{num_factors} factors: {type(exc).__name__}: {exc}") from None
 
 
+# Hyperparameters added after runs existed, with the value that gives the loss of before (the GaussianVAE models'
+# reconstruction_weight, 1 = unweighted): a config written before the key existed and one holding it at that value
+# describe the same run, so the identity leaves the key out at that value and such runs still resume and extend.
+NEUTRAL_HYPERPARAMETERS: dict[str, Any] = {"reconstruction_weight": 1.0}
+
+
+def _identity_model_config(model_config: dict) -> dict:
+    return {k: v for k, v in model_config.items()
+            if not (k in NEUTRAL_HYPERPARAMETERS and not isinstance(v, bool) and v == NEUTRAL_HYPERPARAMETERS[k])}
+
+
 def identity_of(resolved: dict) -> dict:
     """The parts of a resolved config that must match for a resume to continue the same run."""
     return {
         "model_class": resolved["model_class"],
-        "model_config": resolved["model_config"],
+        "model_config": _identity_model_config(resolved["model_config"]),
         "seed": resolved["seed"],
         "store_digest": resolved["store"]["digest"],
         "train": {k: resolved["train"][k] for k in IDENTITY_TRAIN_KEYS},
