@@ -97,6 +97,14 @@ def toy_dsprites_restarts(root, steps: int, count: int = 2):
     return store, runs
 
 
+@pytest.fixture(scope="session")
+def toy_restarts_20(tmp_path_factory):
+    """``toy_dsprites_restarts(root, steps=20)``, trained once for the session: (store, [run r0, run r1]).
+    Shared by tests/test_report.py and tests/test_report_purity.py, which only read it; a test that moves, edits or
+    writes into the store or the run folders must work on a copy (``shutil.copytree``)."""
+    return toy_dsprites_restarts(tmp_path_factory.mktemp("toy-restarts-20"), steps=20)
+
+
 STORE_DAMAGES = ("flip", "delete", "truncate", "factor_sizes")
 
 
