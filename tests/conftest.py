@@ -6,7 +6,11 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# One intra-op thread for the whole suite: its models and tensors are tiny, so a second thread only adds fork/join and
+# spin-waiting (the sampled linear-VAE fit in test_analysis took ~20x the CPU time on 2 threads), and every test
+# after test_analysis's local-alignment test already ran on one (it set 1 and nothing set it back). Subprocesses
+# that must match this process's numbers take the count from torch.get_num_threads() (test_pipeline_smoke).
+torch.set_num_threads(1)
 
 
 def render_toy_images(factors: np.ndarray, factor_sizes, resolution: int = 16, channels: int = 1) -> np.ndarray:
