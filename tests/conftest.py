@@ -6,7 +6,11 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# One intra-op thread for the whole suite: its models and tensors are tiny, so a second thread only adds fork/join and
+# spin-waiting (the sampled linear-VAE fit in test_analysis took ~20x the CPU time on 2 threads), and every test
+# after test_analysis's local-alignment test already ran on one (it set 1 and nothing set it back). Subprocesses
+# that must match this process's numbers take the count from torch.get_num_threads() (test_pipeline_smoke).
+torch.set_num_threads(1)
 
 
 def render_toy_images(factors: np.ndarray, factor_sizes, resolution: int = 16, channels: int = 1) -> np.ndarray:
@@ -95,6 +99,14 @@ def toy_dsprites_restarts(root, steps: int, count: int = 2):
                        "train": {"steps": steps, "batch_size": 16, "log_every": steps // 2, "checkpoint_every": steps}},
                       store.path, root / f"r{seed}", progress=False) for seed in range(count)]
     return store, runs
+
+
+@pytest.fixture(scope="session")
+def toy_restarts_20(tmp_path_factory):
+    """``toy_dsprites_restarts(root, steps=20)``, trained once for the session: (store, [run r0, run r1]).
+    Shared by tests/test_report.py and tests/test_report_purity.py, which only read it; a test that moves, edits or
+    writes into the store or the run folders must work on a copy (``shutil.copytree``)."""
+    return toy_dsprites_restarts(tmp_path_factory.mktemp("toy-restarts-20"), steps=20)
 
 
 STORE_DAMAGES = ("flip", "delete", "truncate", "factor_sizes")

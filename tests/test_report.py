@@ -172,20 +172,12 @@ def write_fake_workdir(root, *, store_path=None, restart_dirs=None, robustness=T
     return inputs
 
 
-@pytest.fixture(scope="module")
-def trained_restarts(tmp_path_factory):
-    """A small store and two 20-step β-VAE runs on it (stand-ins for the selected restarts)."""
-    from conftest import toy_dsprites_restarts
-
-    return toy_dsprites_restarts(tmp_path_factory.mktemp("restarts"), steps=20)
-
-
-def test_report_with_trained_restarts(tmp_path, trained_restarts):
+def test_report_with_trained_restarts(tmp_path, toy_restarts_20):
     import matplotlib.pyplot as plt
 
     from probe.report.figures import read_tiles
 
-    store, runs = trained_restarts
+    store, runs = toy_restarts_20  # a small store and two 20-step β-VAE runs (stand-ins for the selected restarts)
     workdir = tmp_path / "wd"
     inputs = write_fake_workdir(workdir, store_path=store.path, robustness=False,
                                 restart_dirs={"entangled": runs[0], "disentangled": runs[1]})

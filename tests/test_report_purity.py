@@ -32,18 +32,23 @@ def render_in_subprocess(workdir, out) -> dict:
 
 
 @pytest.fixture(scope="module")
-def computed_workdir(tmp_path_factory):
+def computed_workdir(tmp_path_factory, toy_restarts_20):
     """A fake workdir (tests/test_report.py) on a toy store whose selected restarts and first two β-VAE orig runs are
-    real 20-step runs on it, with the sections the report stage computes from them (``add_report_data``)."""
-    from conftest import toy_dsprites_restarts
+    real 20-step runs on it, with the sections the report stage computes from them (``add_report_data``). The store
+    and runs are a copy of the session's ``toy_restarts_20`` (a test here moves them away)."""
+    from pathlib import Path
+
     from test_report import write_fake_workdir
 
+    from probe.data import open_store
     from probe.pipeline.report_data import add_report_data
     from probe.report.schema import write_inputs
 
     root = tmp_path_factory.mktemp("pure")
     (root / "trained").mkdir()
-    store, runs = toy_dsprites_restarts(root / "trained", steps=20)
+    shared_store, shared_runs = toy_restarts_20
+    store = open_store(shutil.copytree(shared_store.path, root / "trained" / Path(shared_store.path).name))
+    runs = [Path(shutil.copytree(run, root / "trained" / Path(run).name)) for run in shared_runs]
     workdir = root / "wd"
     inputs = write_fake_workdir(workdir, store_path=store.path, robustness=False, computed=False,
                                 restart_dirs={"entangled": runs[0], "disentangled": runs[1]})
@@ -52,6 +57,8 @@ def computed_workdir(tmp_path_factory):
             r["run_dir"] = str(runs[r["seed"]])
     inputs = add_report_data(inputs, root=workdir)
     write_inputs(workdir, inputs)
+    shared_root = str(Path(shared_store.path).parent)
+    assert shared_root not in (workdir / "report_inputs.json").read_text()  # it names the copy only
     return {"workdir": workdir, "inputs": inputs, "runs": runs, "trained": root / "trained", "root": root}
 
 
