@@ -55,7 +55,7 @@ DEFAULT_MANIPULATION_CONFIG = {
     "freeze_psi": False,              # True: ψ keeps its seeded initialisation (no ψ update; the same batches and
                                       # decoder training as the learned run): the frozen random-ψ control
     "normalise_linf": False,          # True: each image's m rescaled to ‖m‖∞ = 1, the whole budget ε (the random-ψ
-                                      # control's "full budget"; an untrained m is ~1e-3)
+                                      # control's "full budget"; an untrained m has |m|∞ ≈ 0.005)
     "adam_beta1": 0.9,
     "adam_beta2": 0.999,
     "adam_eps": 1e-7,

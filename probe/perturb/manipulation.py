@@ -126,7 +126,7 @@ class ManipulationNet(nn.Module):
                  normalise_linf: bool = False):
         super().__init__()
         # ``normalise_linf``: m(w) / ‖m(w)‖∞ per image, so every image uses the whole budget ε. The frozen random-ψ
-        # control uses it: an untrained renderer's m is ~1e-3, far below the learned m's saturated ±1, and a control
+        # control uses it: an untrained renderer's |m|∞ is ~0.005, far below the learned m's saturated ±1, and a control
         # of "the same ε" should spend it (docs/notes/perturb.md)
         self.normalise_linf = bool(normalise_linf)
         layers: list[nn.Module] = []
