@@ -258,3 +258,104 @@ def test_coverage_varying_share():
 
     assert manipulation_coverage(Constant(), w)["variation"]["varying_share"] == pytest.approx(0.0, abs=1e-9)
     assert manipulation_coverage(Odd(), w)["variation"]["varying_share"] == pytest.approx(1.0, abs=1e-6)
+
+
+# -- the renderer's upsampling and the smoothness of m (issue 24) -------------------------------------------------
+def test_resize_upsampling_has_the_shape_and_no_checkerboard_on_a_constant_input():
+    """Analytic: resize ×2 (nearest or bilinear), a 3×3 convolution with replicate padding and ReLU each map a
+    spatially constant map to a constant one, so the resize renderer turns a constant 4×4 feature map into an
+    exactly constant image; a stride-2 4×4 transposed convolution does not (even and odd output pixels see different
+    kernel taps: a period-2 pattern)."""
+    from probe.perturb.manipulation import ResizeConvDecoder, manipulation_smoothness
+
+    for upsample in ("resize", "resize-bilinear"):
+        torch.manual_seed(0)
+        net = ManipulationNet(3, (3, 32, 32), bottleneck_embedding="odd", upsample=upsample)
+        m = net(torch.rand(5, 3) * 2 - 1)
+        assert m.shape == (5, 3, 32, 32) and m.abs().max() <= 1 and net.upsample == upsample
+        assert not any(isinstance(x, torch.nn.ConvTranspose2d) for x in net.modules())
+        renderer = net.render
+        assert isinstance(renderer, ResizeConvDecoder)
+        with torch.no_grad():
+            for conv in (x for x in renderer.deconv if isinstance(x, torch.nn.Conv2d)):
+                conv.bias.uniform_(-0.5, 0.5)  # not only the zero-bias init
+            out = renderer.deconv(torch.full((2, 64, 4, 4), 0.7))
+        assert out.shape == (2, 3, 32, 32)
+        spread = out - out[..., :1, :1]
+        assert float(spread.abs().max()) <= 1e-6 * float(out.abs().max()) + 1e-7, upsample
+        assert manipulation_smoothness(out)["high_frequency_share"] == pytest.approx(0.0, abs=1e-9)
+    torch.manual_seed(0)
+    transposed = ManipulationNet(3, (3, 32, 32), upsample="transposed")  # the default, the paper's renderer
+    assert transposed.upsample == "transposed"
+    first = transposed.render.deconv[0]
+    assert isinstance(first, torch.nn.ConvTranspose2d)
+    with torch.no_grad():
+        y = first(torch.full((1, 64, 4, 4), 0.7))[0, 0, 2:6, 2:6]  # interior: away from the border
+    w = first.weight.detach()[:, 0].sum(0) * 0.7  # summed over input channels: the taps each output pixel sees
+    bias = float(first.bias.detach()[0])
+    even, odd = w[1::2, 1::2].sum() + bias, w[0::2, 0::2].sum() + bias
+    assert torch.allclose(y[0::2, 0::2], even.expand(2, 2), atol=1e-5)  # output pixel 2i sees taps 1 and 3
+    assert torch.allclose(y[1::2, 1::2], odd.expand(2, 2), atol=1e-5)   # output pixel 2i+1 sees taps 0 and 2
+    assert abs(float(even - odd)) > 1e-3  # a checkerboard from a constant input
+    with pytest.raises(ValueError):
+        ManipulationNet(3, (3, 32, 32), upsample="pixel-shuffle")
+
+
+def test_default_renderer_is_unchanged_by_the_upsample_option():
+    torch.manual_seed(3)
+    old = ManipulationNet(4, (1, 16, 16), bottleneck_embedding="odd")
+    torch.manual_seed(3)
+    new = ManipulationNet(4, (1, 16, 16), bottleneck_embedding="odd", upsample="transposed", normalise_linf=False)
+    assert old.state_dict().keys() == new.state_dict().keys()
+    assert all(torch.equal(a, b) for a, b in zip(old.state_dict().values(), new.state_dict().values()))
+
+
+def test_normalise_linf_spends_the_whole_budget():
+    torch.manual_seed(0)
+    net = ManipulationNet(4, (1, 16, 16), bottleneck_embedding="odd", normalise_linf=True)
+    m = net(torch.tensor([[0.3, -0.2, 0.9, 0.1], [-0.8, 0.5, -0.1, 0.4]]))
+    assert torch.allclose(m.flatten(1).abs().amax(1), torch.ones(2))
+    assert torch.count_nonzero(net(torch.zeros(1, 4))) == 0  # s = 0: the odd m is 0 and stays 0
+
+
+def test_smoothness_of_known_patterns():
+    from probe.perturb.manipulation import manipulation_smoothness
+
+    checker = torch.ones(2, 3, 8, 8)
+    checker[..., ::2, 1::2] = -1
+    checker[..., 1::2, ::2] = -1
+    s = manipulation_smoothness(0.3 * checker)
+    assert s["neighbour_diff_ratio"] == pytest.approx(2.0) and s["high_frequency_share"] == pytest.approx(1.0)
+    const = manipulation_smoothness(torch.full((1, 1, 8, 8), 0.4))
+    assert const["neighbour_diff_ratio"] == 0.0 and const["high_frequency_share"] == pytest.approx(0.0, abs=1e-12)
+    # one cosine period across 16 pixels: all energy at 1/16 cycle per pixel; vertical steps are 0 and as many as
+    # the 15 horizontal ones per row, whose mean |step| over the RMS 1/√2 gives the ratio (≈ 0.18)
+    x = np.cos(2 * np.pi * np.arange(16) / 16)
+    wave = torch.tensor(x, dtype=torch.float32).expand(1, 1, 16, 16).clone()
+    smooth = manipulation_smoothness(wave)
+    assert smooth["neighbour_diff_ratio"] == pytest.approx(0.5 * np.abs(np.diff(x)).mean() * np.sqrt(2), rel=1e-5)
+    assert smooth["neighbour_diff_ratio"] < 0.2
+    assert smooth["high_frequency_share"] == pytest.approx(0.0, abs=1e-9)
+    # white noise: the share is the fraction of DFT bins above ¼ cycle/pixel (1 − (7/16)² on 16 pixels)
+    noise = manipulation_smoothness(torch.randn(64, 1, 16, 16, generator=torch.Generator().manual_seed(0)))
+    assert noise["white_noise_high_frequency_share"] == pytest.approx(1 - (7 / 16) ** 2)
+    assert noise["high_frequency_share"] == pytest.approx(noise["white_noise_high_frequency_share"], abs=0.02)
+    assert noise["neighbour_diff_ratio"] == pytest.approx(2 / np.sqrt(np.pi), abs=0.03)
+
+
+def test_new_manipulation_settings_resolve_and_list_their_deviations():
+    from probe.perturb.adversarial import _identity_of, appendix_b1_deviations
+
+    cfg = resolve_manipulation_config({}, "shapes3d")
+    assert cfg["upsample"] == "transposed" and cfg["freeze_psi"] is False and cfg["normalise_linf"] is False
+    with pytest.raises(UserError, match="upsample"):
+        resolve_manipulation_config({"upsample": "deconv"}, "shapes3d")
+    with pytest.raises(UserError, match="freeze_psi"):
+        resolve_manipulation_config({"freeze_psi": "yes"}, "shapes3d")
+    text = "; ".join(appendix_b1_deviations({"upsample": "resize"}, "shapes3d"))
+    assert "resize-convolution (nearest" in text and "Odena" in text
+    assert "resize-convolution" not in "; ".join(appendix_b1_deviations({}, "shapes3d"))
+    # a run recorded before these settings existed keeps its identity (it still resumes / is found complete)
+    old = {k: v for k, v in cfg.items() if k not in ("upsample", "freeze_psi", "normalise_linf")}
+    assert _identity_of({"config": old}) == _identity_of({"config": cfg})
+    assert _identity_of({"config": {**cfg, "upsample": "resize"}}) != _identity_of({"config": cfg})

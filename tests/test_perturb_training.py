@@ -169,6 +169,39 @@ def test_an_interrupted_manipulation_and_a_partner_are_kept_in_a_moved_folder(re
     assert json.loads((resumed / "config.json").read_text())["entangled"] == [str(there / "r0")]  # where it is now
 
 
+def test_random_psi_control_keeps_psi_at_its_initialisation_while_the_decoders_learn(restarts, manipulation):
+    """freeze_psi (the frozen random-ψ control, issue 24): ψ bit-identical to its seeded initialisation after training,
+    both sides' decoders fine-tuned, and the same loop as the learned run: its first logged step (ψ still at the
+    shared initialisation, the same batches and z noise) equals the learned run's exactly."""
+    from probe.data import open_store
+    from probe.perturb import train_manipulation
+    from probe.perturb.adversarial import _Trainer, resolve_manipulation_config
+    from probe.train import ManipulationRunFolder, load_run
+
+    store, runs, root = restarts
+    control = train_manipulation(store.path, [runs[0]], [runs[1]], root / "random", {**TINY, "freeze_psi": True},
+                                 progress=False)
+    cfg = resolve_manipulation_config({**TINY, "freeze_psi": True}, "dsprites")
+    init = _Trainer(open_store(store.path), cfg, [runs[0]], [runs[1]], torch.device("cpu")).net.state_dict()
+    state = ManipulationRunFolder(control).load_checkpoint()
+    assert state["step"] == 4 and state["manipulation"].keys() == init.keys()
+    assert all(torch.equal(state["manipulation"][k], init[k]) for k in init)  # ψ never moved
+    learned = ManipulationRunFolder(manipulation).load_checkpoint()["manipulation"]
+    assert any(not torch.equal(learned[k], init[k]) for k in init)  # while the learned run's ψ did
+    for side, run in (("decoders_entangled", runs[0]), ("decoders_disentangled", runs[1])):
+        start = load_run(run, device="cpu")[0].decoder.state_dict()
+        tuned = state[side][0]
+        assert any(not torch.equal(tuned[k], start[k]) for k in start), side  # the decoders learned
+    rows = [(d / "losses.jsonl").read_text().splitlines() for d in (control, manipulation)]
+    assert rows[0][0] == rows[1][0] and rows[0][1:] != rows[1][1:]
+    done = json.loads((control / "done.json").read_text())["final"]
+    learned_done = json.loads((manipulation / "done.json").read_text())["final"]
+    assert done["before"] == learned_done["before"]  # x with the restarts' decoders: the same for both runs
+    smooth = done["coverage"]["smoothness"]
+    assert 0 <= smooth["high_frequency_share"] <= 1 and smooth["neighbour_diff_ratio"] >= 0
+    assert done["coverage"]["linf_quantiles"]["p50"] < 0.1  # an untrained m spends little of ε (hence full_budget)
+
+
 def test_apply_manipulation_writes_bounded_store(restarts, manipulation, tmp_path):
     from probe.data import open_store
     from probe.perturb import apply_manipulation, load_manipulation, manipulate, normalised_factors

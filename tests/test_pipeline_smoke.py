@@ -26,7 +26,8 @@ from conftest import run_probe
 pytestmark = pytest.mark.slow
 PIPELINE = "modify-dsprites"
 FEW_MODELS = ("--set", "retrain.models=ae,beta-vae")
-UPSTREAM = ("store", "restarts", "select", "manipulate", "apply", "noise")  # copied to skip them in later tests
+# copied to skip them in later tests
+UPSTREAM = ("store", "restarts", "select", "manipulate", "manipulate-random", "apply", "noise")
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +73,13 @@ def test_smoke_completes_every_stage(smoke):
     coverage = ri["manipulation"]["coverage"]
     assert coverage["num_images"] == len(orig) and 0.0 <= coverage["fraction_covered"] <= 1.0
     assert coverage["fraction_covered"] == pytest.approx(1.0 - coverage["fraction_small"])
+    # the frozen random-ψ control (stage manipulate-random): the same loop and config, ψ frozen, full budget
+    control = ri["manipulation_random"]
+    assert control["config"] == {**ri["manipulation"]["config"], "freeze_psi": True, "normalise_linf": True}
+    assert control["before"] == ri["manipulation"]["before"]  # x with the restarts' decoders: the same for both
+    assert control["coverage"]["linf_quantiles"]["p05"] == pytest.approx(1.0) and Path(control["losses"]).exists()
+    assert control["entangled"] == ri["manipulation"]["entangled"]
+    assert "error" not in ri["why"]["global_pca_random"] and ri["why"]["global_pca_random"]["num_images"] > 0
 
     # metrics for every (model, variant, seed), each run complete with its learning curve
     runs = _runs_by_key(ri)
@@ -114,6 +122,7 @@ def test_report_rerenders_the_smoke_workdir_from_its_inputs_alone(smoke, tmp_pat
         assert content(tmp_path / "report" / name) == content(staged / name), name
     md = (staged / "report.md").read_text()
     assert "figures/traversals_dsprites.png" in md and "MIG recorded / recomputed" in md
+    assert "## Learned vs random ψ (dsprites)" in md and "figures/manipulation_random_dsprites.png" in md
 
 
 def test_smoke_keeps_final_weights_only_and_stays_under_200_mb(smoke):
@@ -140,11 +149,11 @@ def test_rerun_recomputes_nothing(smoke, capsys):
                            "--scheduler", "synchronous"], capsys)
     elapsed = time.time() - start
     assert code == 0, err
-    assert "(0 job(s) run)" in err and err.count("cached") == 11
+    assert "(0 job(s) run)" in err and err.count("cached") == 12
     assert elapsed < 20
     assert json.loads((smoke.workdir / "report_inputs.json").read_text()) == before
     code, out, err = run_probe(["pipeline", "status", str(smoke.workdir)], capsys)
-    assert code == 0 and out.count("complete") == 11 and "not running" in out
+    assert code == 0 and out.count("complete") == 12 and "not running" in out
 
 
 def _copy_upstream(src: Path, dst: Path) -> None:

@@ -8,13 +8,14 @@ from probe.analysis.verify import (
     local_vs_global_alignment,
     synthetic_data,
     global_pca_change,
+    global_pca_change_of,
     judge,
     verify_store,
     verify_synthetic,
 )
 
 __all__ = [
-    "closed_form_minimum", "compare_with_pca", "fit_linear_vae", "global_pca_change", "judge", "local_alignment_of_run", "local_vs_global_alignment",
+    "closed_form_minimum", "compare_with_pca", "fit_linear_vae", "global_pca_change", "global_pca_change_of", "judge", "local_alignment_of_run", "local_vs_global_alignment",
     "match_columns", "minimise_reduced_objective", "pca", "random_reconstructions", "signed_permutation_error",
     "subspace_match", "synthetic_data", "verify_store", "verify_synthetic",
 ]

@@ -378,22 +378,36 @@ def global_pca_change(store_a, store_b, *, k: int = 12, num_images: int = 2000, 
     subspaces, and per-block |cos| of B's directions to A's blocks (A's spectral blocks, so a rotation
     inside a near-degenerate block of A does not count as a change). The paper's expectation: an
     ε-small manipulation leaves the global structure (nearly) unchanged."""
-    from probe.analysis.alignment import block_alignment, spectral_blocks, subspace_match
     from probe.data import open_store
 
     a, b = open_store(store_a), open_store(store_b)
     if len(a) != len(b) or tuple(a.image_shape) != tuple(b.image_shape):
         raise UserError(f"{a.path} and {b.path} differ in size or image shape; global PCA needs paired stores")
+    out = global_pca_change_of(a, b.read, k=k, num_images=num_images, seed=seed, degenerate_ratio=degenerate_ratio)
+    return {"stores": [str(a.path), str(b.path)], **out}
+
+
+def global_pca_change_of(store_a, images_b, *, k: int = 12, num_images: int = 2000, seed: int = 0,
+                         degenerate_ratio: float | None = None) -> dict:
+    """``global_pca_change`` against images that need not be a store: ``images_b(index)`` gives B's images paired
+    with ``store_a``'s at ``index`` (uint8 [N, H, W, C]; e.g. x' of a manipulation that has no store). The same
+    sample of indices as ``global_pca_change`` for the same ``num_images`` and ``seed``."""
+    from probe.analysis.alignment import block_alignment, spectral_blocks, subspace_match
+    from probe.data import open_store
+
+    a = open_store(store_a) if not hasattr(store_a, "read") else store_a
     rng = np.random.default_rng(seed)
     idx = np.sort(rng.choice(len(a), size=min(num_images, len(a)), replace=False))
-    fa, fb = _flat_images(a.read(idx)), _flat_images(b.read(idx))
+    fa, fb = _flat_images(a.read(idx)), _flat_images(images_b(idx))
+    if fa.shape != fb.shape:
+        raise UserError(f"images of shape {fb.shape} are not paired with {a.path}'s {fa.shape}")
     k = int(min(k, len(idx) - 1))
     va, da = top_principal_directions(fa, k + 1, seed=seed)
     vb, db = top_principal_directions(fb, k, seed=seed)
     ratio = DEGENERATE_RATIO if degenerate_ratio is None else float(degenerate_ratio)
     blocks = spectral_blocks(va, k, ratio)
     aligned = block_alignment(db, da, blocks["blocks"])
-    return {"stores": [str(a.path), str(b.path)], "num_images": int(len(idx)), "k": k, "degenerate_ratio": ratio,
+    return {"num_images": int(len(idx)), "k": k, "degenerate_ratio": ratio,
             "eigenvalues_a": va[:k].tolist(), "eigenvalues_b": vb.tolist(),
             # over orig's numerical rank: a low-rank store's zero eigenvalues would divide by zero
             "max_relative_eigenvalue_change": float(np.max((np.abs(vb - va[:k]) / va[:k])[va[:k] > 1e-6 * va[0]])),

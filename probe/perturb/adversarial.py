@@ -37,8 +37,8 @@ import torch
 from torch.nn import functional as F
 
 from probe.errors import UserError
-from probe.perturb.manipulation import (BOTTLENECK_EMBEDDINGS, RENDER_BIAS_INITS, ManipulationNet, manipulate,
-                                        manipulation_coverage, normalised_factors)
+from probe.perturb.manipulation import (BOTTLENECK_EMBEDDINGS, RENDER_BIAS_INITS, UPSAMPLES, ManipulationNet,
+                                        manipulate, manipulation_coverage, normalised_factors)
 from probe.provenance import code_version, digest_json, environment
 from probe.train import ManipulationRunFolder, RunFolder
 from probe.train.loop import Schedule, open_run
@@ -51,7 +51,11 @@ DEFAULT_MANIPULATION_CONFIG = {
     "z_samples": 5,                   # posterior samples reconstructed per image (appendix B.1)
     "decoder_batches_per_step": 3,    # decoder batches per ψ batch (appendix B.1)
     "lr": 1e-4,                       # Adam, ψ and decoders (appendix B.1)
-    "manipulation_lr": None,          # None -> lr; 0 freezes ψ (a control run: decoders adapt, m stays at init)
+    "manipulation_lr": None,          # None -> lr
+    "freeze_psi": False,              # True: ψ keeps its seeded initialisation (no ψ update; the same batches and
+                                      # decoder training as the learned run): the frozen random-ψ control
+    "normalise_linf": False,          # True: each image's m rescaled to ‖m‖∞ = 1, the whole budget ε (the random-ψ
+                                      # control's "full budget"; an untrained m has |m|∞ ≈ 0.005)
     "adam_beta1": 0.9,
     "adam_beta2": 0.999,
     "adam_eps": 1e-7,
@@ -61,6 +65,8 @@ DEFAULT_MANIPULATION_CONFIG = {
     "bottleneck_activation": "none",  # "none" | "tanh"
     "render_bias_init": "zeros",      # "zeros" (disentanglement_lib's decoder) | "uniform" (PyTorch default; not homogeneous in s)
     "bottleneck_embedding": "odd",    # "odd": m = tanh(render(s) − render(−s)) (deviation, docs/notes/perturb.md) | "linear": the renderer sees s (paper) | "circle"
+    "upsample": "transposed",         # the renderer's upsampling: "transposed" (paper) | "resize" / "resize-bilinear"
+                                      # (×2 resize then 3×3 conv, Odena et al. 2016; a deviation: no checkerboard)
     "coverage_threshold": 0.05,       # ‖m(w)‖∞ below this counts as "unmodified" in the done record's coverage
     "seed": 0,
     "checkpoint_every": 500,
@@ -100,7 +106,8 @@ def resolve_manipulation_config(config: dict | None, dataset: str | None) -> dic
     for key in ("steps", "batch_size", "z_samples", "decoder_batches_per_step", "checkpoint_every", "log_every", "eval_images"):
         if cfg[key] < 1:
             raise UserError(f"{key} must be at least 1, got {cfg[key]}")
-    for key, allowed in (("bottleneck_embedding", BOTTLENECK_EMBEDDINGS), ("render_bias_init", RENDER_BIAS_INITS)):
+    for key, allowed in (("bottleneck_embedding", BOTTLENECK_EMBEDDINGS), ("render_bias_init", RENDER_BIAS_INITS),
+                         ("upsample", UPSAMPLES)):
         if cfg[key] not in allowed:
             raise UserError(f"{key} must be one of {', '.join(allowed)}, got {cfg[key]!r}")
     try:
@@ -109,6 +116,9 @@ def resolve_manipulation_config(config: dict | None, dataset: str | None) -> dic
         raise UserError(f"bad manipulation setting coverage_threshold: {exc}") from None
     if cfg["bottleneck_activation"] not in ("none", "tanh"):
         raise UserError(f"bottleneck_activation must be 'none' or 'tanh', got {cfg['bottleneck_activation']!r}")
+    for key in ("freeze_psi", "normalise_linf"):
+        if not isinstance(cfg[key], bool):
+            raise UserError(f"{key} must be true or false, got {cfg[key]!r}")
     return cfg
 
 
@@ -245,6 +255,11 @@ def train_manipulation(store_path, entangled_runs, disentangled_runs, out_dir, c
     return folder.path
 
 
+# settings added after manipulation runs were recorded: left out of a run's identity at their default, so a run
+# recorded before they existed (the same computation) still resumes and is still found complete
+_LATER_SETTINGS = {"upsample": "transposed", "freeze_psi": False, "normalise_linf": False}
+
+
 def _identity_of(record: dict) -> dict:
     """The parts of a manipulation config that must match for a resume to continue the same run: the config, the
     store's content digest and the restarts' checkpoints (sha256, in order), not where they lie, so a run folder
@@ -252,7 +267,10 @@ def _identity_of(record: dict) -> dict:
     record keeps the paths as provenance."""
     digests = record.get("restart_digests") or {}
     store = record.get("store") or {}
-    return {"config": record.get("config"), "store": {"digest": store.get("digest"), "name": store.get("name")},
+    config = record.get("config")
+    if isinstance(config, dict):
+        config = {k: v for k, v in config.items() if not (k in _LATER_SETTINGS and v == _LATER_SETTINGS[k])}
+    return {"config": config, "store": {"digest": store.get("digest"), "name": store.get("name")},
             "entangled": [digests.get(r) for r in record.get("entangled") or []],
             "disentangled": [digests.get(r) for r in record.get("disentangled") or []]}
 
@@ -273,7 +291,11 @@ class _Trainer:
         with torch.random.fork_rng(devices=[]):  # ψ's initialisation is seeded without touching the caller's RNG
             torch.manual_seed(cfg["seed"])
             self.net = ManipulationNet(store.num_factors, c, cfg["input_hidden"], cfg["bottleneck_activation"],
-                                       cfg["render_bias_init"], cfg["bottleneck_embedding"]).to(device)
+                                       cfg["render_bias_init"], cfg["bottleneck_embedding"], cfg["upsample"],
+                                       cfg["normalise_linf"]).to(device)
+        self.frozen = cfg["freeze_psi"]
+        if self.frozen:  # the control: m stays the seeded random initialisation the learned run starts from
+            self.net.requires_grad_(False)
         adam = dict(lr=cfg["lr"], betas=(cfg["adam_beta1"], cfg["adam_beta2"]), eps=cfg["adam_eps"])
         self.opt_m = torch.optim.Adam(self.net.parameters(), **{**adam, "lr": cfg["manipulation_lr"]})
         self.opt_dec = torch.optim.Adam([p for d in self.ent.decoders + self.dis.decoders for p in d.parameters()], **adam)
@@ -291,7 +313,8 @@ class _Trainer:
                 "generator": self.generator.get_state(), "epsilon": self.cfg["epsilon"],
                 "net": {"num_factors": self.store.num_factors, "image_shape": [self.store.image_shape[2], *self.store.image_shape[:2]],
                         "input_hidden": self.cfg["input_hidden"], "bottleneck_activation": self.cfg["bottleneck_activation"],
-                        "bottleneck_embedding": self.cfg["bottleneck_embedding"]}}
+                        "bottleneck_embedding": self.cfg["bottleneck_embedding"], "upsample": self.cfg["upsample"],
+                        "normalise_linf": self.cfg["normalise_linf"]}}
 
     def load_state_dict(self, state: dict) -> None:
         self.net.load_state_dict(state["manipulation"])
@@ -342,6 +365,10 @@ class _Trainer:
         return loss_ent, loss_dis, loss_ent - loss_dis
 
     def manipulation_step(self) -> tuple[float, float, float]:
+        if self.frozen:  # the same batch is drawn and logged, so batches and decoder steps match the learned run's
+            with torch.no_grad():
+                loss_ent, loss_dis, objective = self.objective(*self._draw())
+            return float(loss_ent), float(loss_dis), float(objective)
         loss_ent, loss_dis, objective = self.objective(*self._draw())
         self.opt_m.zero_grad(set_to_none=True)
         objective.backward()
@@ -410,7 +437,8 @@ def load_manipulation(manipulation_dir, device: str = "cpu") -> tuple[Manipulati
     state = folder.load_checkpoint()
     spec = state["net"]
     net = ManipulationNet(spec["num_factors"], tuple(spec["image_shape"]), spec["input_hidden"], spec["bottleneck_activation"],
-                          bottleneck_embedding=spec.get("bottleneck_embedding", "linear"))
+                          bottleneck_embedding=spec.get("bottleneck_embedding", "linear"),
+                          upsample=spec.get("upsample", "transposed"), normalise_linf=spec.get("normalise_linf", False))
     net.load_state_dict(state["manipulation"])
     net.to(device).eval()
     info = {"dir": str(folder.path), "config": record["config"], "store": record["store"], "checkpoint_sha256": digest,
@@ -435,6 +463,14 @@ def appendix_b1_deviations(config: dict | None, dataset: str | None) -> list[str
                    "non-zero renderer input, learned one constant pattern for every image (docs/notes/perturb.md)")
     elif cfg["bottleneck_embedding"] == "circle":
         out.append("the renderer sees (cos πs, sin πs) instead of s")
+    if cfg["upsample"] != "transposed":
+        out.append(f"the renderer upsamples by resize-convolution ({'nearest' if cfg['upsample'] == 'resize' else 'bilinear'} "
+                   "×2 resize then a 3×3 convolution, Odena et al. 2016) instead of the paper's transposed convolutions, "
+                   "so m cannot carry their checkerboard")
+    if cfg["freeze_psi"]:
+        out.append("ψ frozen at its random initialisation (the random-ψ control, not a learned manipulation)")
+    if cfg["normalise_linf"]:
+        out.append("each image's m rescaled to ‖m‖∞ = 1 (the whole budget ε for every image)")
     if cfg["render_bias_init"] != "zeros":
         out.append(f"renderer biases initialised {cfg['render_bias_init']!r} (the paper's start at zero)")
     if cfg["input_hidden"] or cfg["bottleneck_activation"] != "none":

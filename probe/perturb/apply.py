@@ -96,12 +96,8 @@ def apply_manipulation(store_path, manipulation_dir, out_store, *, epsilon: floa
         raise UserError(f"epsilon must be in (0, 1], got {eps}")
     sizes = parent.factor_sizes
 
-    @torch.no_grad()
     def transform(start, x, factors):
-        w = normalised_factors(factors, sizes).to(device)
-        xt = torch.from_numpy(x).to(device).permute(0, 3, 1, 2).float() / 255.0
-        y = manipulate(xt, net(w), eps).permute(0, 2, 3, 1).cpu().numpy()
-        return to_uint8(y)
+        return _manipulated(net, x, factors, sizes, eps, device)
 
     origin = {"kind": "perturbed", "parent": _parent_record(parent), "seed": info["config"].get("seed"),
               "config": {"epsilon": eps, "trained_epsilon": info["epsilon"],
@@ -110,6 +106,30 @@ def apply_manipulation(store_path, manipulation_dir, out_store, *, epsilon: floa
                                           "entangled": info["entangled"], "disentangled": info["disentangled"]},
                          "formula": "x' = round(255 * fold(x + eps * m(w))) / 255, fold(v) = v - 2 relu(v - 1) + 2 relu(-v)"}}
     return _transform_store(parent, out_store, origin, transform, eps, overwrite=overwrite)
+
+
+@torch.no_grad()
+def _manipulated(net, x_u8: np.ndarray, factors: np.ndarray, factor_sizes, epsilon: float, device) -> np.ndarray:
+    """uint8 images [N, H, W, C] -> round(255·fold(x + ε·m(w))) / 255 as uint8: what a perturbed store holds."""
+    w = normalised_factors(factors, factor_sizes).to(device)
+    xt = torch.from_numpy(np.asarray(x_u8)).to(device).permute(0, 3, 1, 2).float() / 255.0
+    return to_uint8(manipulate(xt, net(w), epsilon).permute(0, 2, 3, 1).cpu().numpy())
+
+
+def manipulated_images(store_path, manipulation_dir, index, *, epsilon: float | None = None,
+                       device: str = "cpu") -> np.ndarray:
+    """The images ``apply_manipulation`` would write at ``index`` of ``store_path`` (uint8 [N, H, W, C]), without
+    writing a store: e.g. x' of the frozen random-ψ control, which gets no store of its own."""
+    from probe.data import open_store
+    from probe.perturb.adversarial import load_manipulation
+
+    parent = open_store(store_path)
+    net, info = load_manipulation(manipulation_dir, device=device)
+    if info["store"]["digest"] != parent.digest:
+        raise UserError(f"the manipulation in {manipulation_dir} was trained on another store than {parent.path}")
+    index = np.asarray(index)
+    eps = info["epsilon"] if epsilon is None else float(epsilon)
+    return _manipulated(net, parent.read(index), parent.factors[index], parent.factor_sizes, eps, device)
 
 
 def noise_block(seed: int, start: int, shape, epsilon: float) -> np.ndarray:

@@ -21,6 +21,14 @@ and in our runs the s < 0 branch died and left 39 % of the images unmodified. Th
 signs a pattern, and over a symmetric spread of s it has no constant part (a constant pattern moves
 the decoders' losses but not the data's covariance, and it is what every other fix learned). Measured
 in docs/notes/perturb.md; ``bottleneck_embedding="linear"`` is the paper's network.
+
+Upsampling (``upsample``): the paper's renderer, disentanglement_lib's decoder, upsamples with stride-2 transposed
+convolutions (4×4 kernels), whose uneven overlap paints a period-2 checkerboard even on a constant input (Odena et al.
+2016, "Deconvolution and checkerboard artifacts"); the learned m on Shapes3D is such a saturated checkerboard.
+``upsample="resize"`` (a deviation, off by default) replaces each transposed convolution by a nearest-neighbour
+resize ×2 and a 3×3 convolution ("resize-bilinear": bilinear resize), with replicate padding, so a spatially constant
+feature map stays exactly constant through the renderer (no checkerboard and no border artefact by construction).
+``manipulation_smoothness`` measures how high-frequency an m is.
 """
 
 from __future__ import annotations
@@ -29,11 +37,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from probe.models.nets.locatello import DeconvDecoder, glorot_init
+from probe.models.nets.locatello import DeconvDecoder, glorot_init, num_stages
 
 
 BOTTLENECK_EMBEDDINGS = ("linear", "circle", "odd")  # what the renderer sees of s (ManipulationNet)
 RENDER_BIAS_INITS = ("zeros", "input", "uniform")     # how the renderer's biases start (ManipulationNet)
+UPSAMPLES = ("transposed", "resize", "resize-bilinear")  # how the renderer upsamples (ManipulationNet)
+HIGH_FREQUENCY_CUTOFF = 0.25  # cycles per pixel: a spatial frequency with max(|f_x|, |f_y|) ≥ this is "high"
 
 
 def fold(x: torch.Tensor) -> torch.Tensor:
@@ -63,17 +73,62 @@ def normalised_factors(factors: np.ndarray | torch.Tensor, factor_sizes) -> torc
     return torch.where(sizes > 1, w, torch.zeros_like(w))
 
 
+class ResizeConvDecoder(nn.Module):
+    """disentanglement_lib's deconv decoder with every stride-2 transposed convolution replaced by a ×2 resize
+    (``mode`` "nearest" or "bilinear") and a 3×3 convolution with replicate padding (Odena et al. 2016). Same dense
+    part, same channel widths, same output size; latents [B, D] -> [B, C, H, W]. A spatially constant feature map
+    stays constant through every stage (resize, convolution and ReLU all map constants to constants), so the
+    renderer cannot paint a checkerboard that its input does not ask for."""
+
+    def __init__(self, image_shape: tuple[int, int, int], num_latent: int, mode: str = "nearest"):
+        super().__init__()
+        channels, height, _ = image_shape
+        n = num_stages(height)
+        outs = [64] + [32] * (n - 2) + [channels] if n >= 2 else [channels]
+        self.dense = nn.Sequential(nn.Linear(num_latent, 256), nn.ReLU(), nn.Linear(256, 1024), nn.ReLU())
+        layers: list[nn.Module] = []
+        in_ch = 64
+        for i, out_ch in enumerate(outs):
+            layers.append(nn.Upsample(scale_factor=2, mode=mode, **({} if mode == "nearest" else {"align_corners": False})))
+            layers.append(nn.Conv2d(in_ch, out_ch, 3, padding=1, padding_mode="replicate"))
+            if i < len(outs) - 1:
+                layers.append(nn.ReLU())
+            in_ch = out_ch
+        self.deconv = nn.Sequential(*layers)
+        glorot_init(self)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.deconv(self.dense(z).view(-1, 64, 4, 4))
+
+
+def make_renderer(image_shape: tuple[int, int, int], num_latent: int, upsample: str = "transposed") -> nn.Module:
+    """The renderer of m: the paper's transposed convolutions (disentanglement_lib's ``DeconvDecoder``) or a
+    resize-convolution decoder of the same widths (``UPSAMPLES``)."""
+    if upsample == "transposed":
+        return DeconvDecoder(tuple(image_shape), num_latent)
+    if upsample in ("resize", "resize-bilinear"):
+        return ResizeConvDecoder(tuple(image_shape), num_latent, "nearest" if upsample == "resize" else "bilinear")
+    raise ValueError(f"upsample must be one of {UPSAMPLES}, got {upsample!r}")
+
+
 class ManipulationNet(nn.Module):
     """m_ψ(w): factors w [B, K] in [-1, 1] -> manipulation [B, C, H, W] in [-1, 1].
 
     ``input_hidden``: widths of optional ReLU layers before the one-neuron bottleneck (paper: none).
     After the bottleneck comes disentanglement_lib's deconv decoder with a 1-dimensional input
-    (dense 256 → dense 1024 → 4×4×64 → transposed convs), then tanh.
+    (dense 256 → dense 1024 → 4×4×64 → transposed convs), then tanh; ``upsample="resize"`` /
+    ``"resize-bilinear"`` renders with resize-convolutions instead (``ResizeConvDecoder``). ``normalise_linf``
+    rescales each image's m to ‖m‖∞ = 1.
     """
 
     def __init__(self, num_factors: int, image_shape: tuple[int, int, int], input_hidden=(), bottleneck_activation: str = "none",
-                 render_bias_init: str = "zeros", bottleneck_embedding: str = "linear"):
+                 render_bias_init: str = "zeros", bottleneck_embedding: str = "linear", upsample: str = "transposed",
+                 normalise_linf: bool = False):
         super().__init__()
+        # ``normalise_linf``: m(w) / ‖m(w)‖∞ per image, so every image uses the whole budget ε. The frozen random-ψ
+        # control uses it: an untrained renderer's |m|∞ is ~0.005, far below the learned m's saturated ±1, and a control
+        # of "the same ε" should spend it (docs/notes/perturb.md)
+        self.normalise_linf = bool(normalise_linf)
         layers: list[nn.Module] = []
         width = int(num_factors)
         for h in input_hidden:
@@ -95,7 +150,8 @@ class ManipulationNet(nn.Module):
         # renderer's s < 0 units cannot die and switch half the data set off), and over a symmetric spread of s the
         # manipulation has no constant part: it cannot add one pattern to every image, which moves the decoders'
         # losses but not the data's covariance.
-        self.render = DeconvDecoder(tuple(image_shape), 2 if bottleneck_embedding == "circle" else 1)
+        self.upsample = upsample
+        self.render = make_renderer(tuple(image_shape), 2 if bottleneck_embedding == "circle" else 1, upsample)
         glorot_init(self.to_scalar)
         if render_bias_init in ("uniform", "input"):
             # With zero biases and ReLUs the renderer is positively homogeneous in s: render(α·s) = α·render(s)
@@ -105,7 +161,7 @@ class ManipulationNet(nn.Module):
             # only (its ReLU kinks then sit at different s, a generic piecewise-linear function of s), "uniform" in
             # every layer.
             layers = [self.render.dense[0]] if render_bias_init == "input" else [
-                m for m in self.render.modules() if isinstance(m, (nn.Linear, nn.ConvTranspose2d))]
+                m for m in self.render.modules() if isinstance(m, (nn.Linear, nn.ConvTranspose2d, nn.Conv2d))]
             for module in layers:
                 fan_in, _ = nn.init._calculate_fan_in_and_fan_out(module.weight)
                 bound = 1.0 / float(fan_in) ** 0.5
@@ -120,9 +176,13 @@ class ManipulationNet(nn.Module):
     def from_bottleneck(self, s: torch.Tensor) -> torch.Tensor:
         if self.bottleneck_embedding == "circle":
             s = torch.cat([torch.cos(torch.pi * s), torch.sin(torch.pi * s)], dim=1)
-        elif self.bottleneck_embedding == "odd":
-            return torch.tanh(self.render(s) - self.render(-s))
-        return torch.tanh(self.render(s))
+        if self.bottleneck_embedding == "odd":
+            m = torch.tanh(self.render(s) - self.render(-s))
+        else:
+            m = torch.tanh(self.render(s))
+        if self.normalise_linf:  # every image's m reaches ‖m‖∞ = 1: the whole budget ε (an all-zero m stays zero)
+            m = m / m.abs().amax(dim=tuple(range(1, m.dim())), keepdim=True).clamp_min(1e-12)
+        return m
 
     def forward(self, w: torch.Tensor) -> torch.Tensor:
         return self.from_bottleneck(self.bottleneck(w))
@@ -131,6 +191,58 @@ class ManipulationNet(nn.Module):
 def manipulate(x: torch.Tensor, m: torch.Tensor, epsilon: float) -> torch.Tensor:
     """x' = fold(x + ε·m) for images x in [0, 1] (any layout, same shape as m)."""
     return fold(x + epsilon * m)
+
+
+def _high_frequency_mask(height: int, width: int, device=None) -> torch.Tensor:
+    """[H, W] bool: the DFT bins with max(|f_y|, |f_x|) ≥ ``HIGH_FREQUENCY_CUTOFF`` cycles per pixel."""
+    fy = torch.fft.fftfreq(height, device=device).abs()
+    fx = torch.fft.fftfreq(width, device=device).abs()
+    return torch.maximum(fy[:, None], fx[None, :]) >= HIGH_FREQUENCY_CUTOFF
+
+
+class SmoothnessSums:
+    """Running sums behind ``manipulation_smoothness`` over batches of manipulations [B, C, H, W]."""
+
+    def __init__(self):
+        self.abs_diff = self.pairs = self.sq = self.values = self.high = self.energy = 0.0
+        self.white = None
+
+    @torch.no_grad()
+    def add(self, m: torch.Tensor) -> None:
+        m = m.detach().float()
+        dx, dy = (m[..., :, 1:] - m[..., :, :-1]).abs(), (m[..., 1:, :] - m[..., :-1, :]).abs()
+        self.abs_diff += float(dx.sum() + dy.sum())
+        self.pairs += dx.numel() + dy.numel()
+        self.sq += float(m.pow(2).sum())
+        self.values += m.numel()
+        power = torch.fft.fft2(m).abs().pow(2)       # Parseval: power.sum() / (H·W) = (m²).sum()
+        mask = _high_frequency_mask(m.shape[-2], m.shape[-1], m.device)
+        self.high += float(power[..., mask].sum())
+        self.energy += float(power.sum())
+        self.white = float(mask.float().mean())
+
+    def result(self) -> dict:
+        rms = (self.sq / self.values) ** 0.5 if self.values else 0.0
+        return {"neighbour_diff_ratio": (self.abs_diff / self.pairs) / rms if rms > 0 and self.pairs else 0.0,
+                "high_frequency_share": self.high / self.energy if self.energy > 0 else 0.0,
+                "white_noise_high_frequency_share": self.white, "cutoff_cycles_per_pixel": HIGH_FREQUENCY_CUTOFF,
+                "rms": rms}
+
+
+def manipulation_smoothness(m: torch.Tensor) -> dict:
+    """How high-frequency the manipulations m [B, C, H, W] are, pooled over the batch (scale-free: m·a scores alike).
+
+    * ``neighbour_diff_ratio``: mean |m(p) − m(q)| over horizontally and vertically neighbouring pixels p, q, over m's
+      RMS. 0 for a constant m, 2 for a ±a checkerboard, ≈ 1.1 for white noise, ≪ 1 for a smooth pattern.
+    * ``high_frequency_share``: the share of m's energy (|DFT|² over H, W, DC included) at spatial frequencies with
+      max(|f_x|, |f_y|) ≥ ``HIGH_FREQUENCY_CUTOFF`` (¼ cycle per pixel; the Nyquist frequency is ½). 1 for a
+      checkerboard, 0 for a constant; ``white_noise_high_frequency_share`` is white noise's value for this image size
+      (the share of the DFT bins above the cutoff, ≈ 0.75).
+    * ``rms``: m's RMS.
+    """
+    sums = SmoothnessSums()
+    sums.add(m)
+    return sums.result()
 
 
 @torch.no_grad()
@@ -149,16 +261,21 @@ def manipulation_coverage(net: "ManipulationNet", w: torch.Tensor, *, threshold:
       ``factors`` (class indices [N, K]) and ``factor_sizes``, ``per_factor_rms`` is, per factor, the RMS change
       of m between two images that differ in that factor alone (by one class step): which factors m follows.
     * ``bottleneck_quantiles``: quantiles of the scalar s(w).
+    * ``smoothness``: ``manipulation_smoothness`` pooled over the images (neighbour difference ratio, high-frequency
+      share).
     """
     n = w.shape[0]
     linf = torch.empty(n)
     s_all = torch.empty(n)
     total = None
     total_sq = 0.0
+    smooth = SmoothnessSums()
     for start in range(0, n, batch):
         wb = w[start:start + batch]
         s = net.bottleneck(wb)
-        m = net.from_bottleneck(s).flatten(1).float().cpu()
+        image = net.from_bottleneck(s)
+        smooth.add(image)
+        m = image.flatten(1).float().cpu()
         linf[start:start + batch] = m.abs().amax(1)
         s_all[start:start + batch] = s[:, 0].float().cpu()
         total = m.sum(0) if total is None else total + m.sum(0)
@@ -188,6 +305,7 @@ def manipulation_coverage(net: "ManipulationNet", w: torch.Tensor, *, threshold:
                       # every image and cannot change the data's covariance, whatever it does to the decoders' losses
                       "varying_share": (rms_about_mean ** 2 / (rms_mean ** 2 + rms_about_mean ** 2)
                                         if rms_mean + rms_about_mean > 0 else 0.0)},
+        "smoothness": {k: v for k, v in smooth.result().items() if k != "rms"},
     }
     if factors is not None and factor_sizes is not None:
         f = torch.as_tensor(np.asarray(factors), dtype=torch.long)

@@ -123,6 +123,7 @@ def format_plan(plan: Plan) -> str:
     lines = [f"pipeline {plan.name}  preset {plan.preset}", "", "stages:"]
     total_steps = 0
     total_jobs = 0
+    width = max([12] + [len(stage.name) for stage in plan.stages])
     for i, stage in enumerate(plan.stages, start=1):
         jobs = stage.jobs(stage.config)
         steps = sum(j.work for j in jobs if j.work > 1)
@@ -130,7 +131,7 @@ def format_plan(plan: Plan) -> str:
         total_jobs += len(jobs)
         extra = f", {int(steps):,} training steps" if steps else ""
         deps = f"  <- {', '.join(stage.inputs)}" if stage.inputs else ""
-        lines.append(f"  {i:>2}. {stage.name:<12} {len(jobs):>4} job(s){extra}{deps}")
+        lines.append(f"  {i:>2}. {stage.name:<{width}} {len(jobs):>4} job(s){extra}{deps}")
     lines.append(f"  total: {total_jobs} jobs, {int(total_steps):,} training steps")
     expected = plan.config.get("pipeline", {}).get("expected_wall")
     if expected:

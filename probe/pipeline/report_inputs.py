@@ -18,6 +18,7 @@ from probe.pipeline.stages.alignment import alignment_entry
 from probe.pipeline.stages.dose import DoseStore
 from probe.pipeline.stages.face import StoreResult, TrainedRun
 from probe.pipeline.stages.manipulate import ManipulateResult
+from probe.pipeline.stages.manipulate_random import RandomControlResult
 from probe.pipeline.stages.rotated import RotatedResult
 from probe.pipeline.stages.select import SelectResult
 from probe.pipeline.stages.store import OrigStoreResult
@@ -43,6 +44,7 @@ class StageValues:
     linear_pca: dict | None = None   # the linear-pca stage's analysis
     rotated_store: RotatedResult | None = None    # control pipeline: rotated
     dose_stores: dict[str, DoseStore] | None = None  # control pipeline: dose variant -> its store
+    manipulation_random: RandomControlResult | None = None  # manipulate-random: the frozen random-ψ control
 
 
 def provenance(meta: dict) -> dict:
@@ -116,6 +118,7 @@ def report_inputs(values: StageValues, meta: dict, *, pipeline: str, runs: list[
         "stores": stores(values),
         "restarts": restarts or [],
         "manipulation": values.manipulation.record,
+        "manipulation_random": values.manipulation_random.record if values.manipulation_random else None,
         "runs": runs,
         "robustness": robustness or [],
         "linear_pca": linear_pca,

@@ -6,7 +6,10 @@ principal directions of the data it was trained on rather than with the global o
 docs/notes/INTERFACES.md):
 for the selected entangled/disentangled restarts (trained on orig) and the retrained beta-vae and pcl
 runs on orig and mod, ``probe.analysis.local_alignment_of_run`` on the run's own training store; and
-the change of the global PCA structure from orig to mod (``probe.analysis.global_pca_change``).
+the change of the global PCA structure from orig to mod (``probe.analysis.global_pca_change``) and, when the pipeline
+ran the frozen random-ψ control (stage manipulate-random), from orig to that control's x′ on the same image sample
+(``global_pca_random``; x′ computed as ``apply`` would write it, ``probe.perturb.apply.manipulated_images``, since the
+control has no store).
 Errors are recorded per entry, never raised: the report must not be lost to this diagnostic.
 """
 
@@ -60,4 +63,21 @@ def why_inputs(values, settings: dict | None = None) -> dict:
                                        seed=s["seed"])
     except Exception as exc:  # noqa: BLE001
         global_pca = {"error": f"{type(exc).__name__}: {exc}"}
-    return {"settings": s, "runs": entries, "global_pca": global_pca, "wall_time_s": time.time() - started}
+    out = {"settings": s, "runs": entries, "global_pca": global_pca}
+    control = getattr(values, "manipulation_random", None)
+    if control is not None:
+        out["global_pca_random"] = random_global_pca(paths["orig"], control.dir, s)
+    return {**out, "wall_time_s": time.time() - started}
+
+
+def random_global_pca(orig_path, control_dir, settings: dict) -> dict:
+    """``global_pca_change`` orig → x′ of the random-ψ control (the images its manipulation gives, rounded to uint8 as
+    a store would hold them), on the sample ``global_pca`` uses; an error is recorded, never raised."""
+    from probe.analysis import global_pca_change_of
+    from probe.perturb.apply import manipulated_images
+
+    try:
+        return global_pca_change_of(orig_path, lambda index: manipulated_images(orig_path, control_dir, index),
+                                    k=settings["pca_k"], num_images=settings["num_images"], seed=settings["seed"])
+    except Exception as exc:  # noqa: BLE001 - recorded, shown in the report
+        return {"error": f"{type(exc).__name__}: {exc}"}

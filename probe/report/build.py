@@ -34,6 +34,7 @@ from probe.report.inputs import (
     metric_label, metric_value, model_order, present_metrics, seeded_values_by_group, tidy_rows, untrained_runs,
     values_by_group, verdict_metrics,
 )
+from probe.report.random_psi import random_psi_section
 from probe.report.schema import load_inputs, missing_section, resolve_path, store_fact
 from probe.report.stats import ALPHA, MARGIN, compare, holm_adjust, verdict, verdict_rule_text, welch_t_test
 from probe.report.why import linear_pca_judgement, status_cell, why_section
@@ -175,6 +176,9 @@ class _Builder:
         for inputs in self.all_inputs:
             self._restarts(doc, inputs)
             self._manipulation(doc, inputs)
+            control = random_psi_section(self, doc, inputs)  # the frozen random-ψ control beside the learned m
+            if control is not None:
+                self.summary.setdefault("manipulation_random", {})[self._label(inputs)] = control
         self._curves(doc)
         for inputs in self.all_inputs:
             self._linear_pca(doc, inputs)
@@ -941,6 +945,13 @@ def _coverage_line(coverage: dict) -> str:
             label = {str(i): n for i, n in enumerate(names)}
             parts.append("RMS change of m for a one-class step of each factor alone: " + ", ".join(
                 f"{label.get(str(k), 'factor ' + str(k))} {_number(v, '.3f')}" for k, v in per_factor.items()))
+    smooth = coverage.get("smoothness") or {}
+    ratio, share = _number(smooth.get("neighbour_diff_ratio"), ".3f"), _number(smooth.get("high_frequency_share"), ".3f")
+    if ratio is not None and share is not None:
+        white = _number(smooth.get("white_noise_high_frequency_share"), ".2f")
+        parts.append(f"smoothness of m: mean |neighbour difference| / RMS {ratio} (a ±1 checkerboard 2, white noise ≈ "
+                     f"1.1, a smooth pattern ≪ 1), energy share at ≥ ¼ cycle per pixel {share} (checkerboard 1"
+                     + (f", white noise {white}" if white else "") + ")")
     return ("; ".join(parts) + ".") if parts else "The manipulation's coverage record holds no known keys."
 
 

@@ -15,8 +15,10 @@ up. This module itself imports only ``probe.errors``, ``probe.provenance``, ``pr
 Top-level keys (schema ``SCHEMA_VERSION``):
 
 * from the stages' results: ``pipeline``, ``preset``, ``dataset``, ``workdir``, ``provenance``, ``stores``
-  ({orig, mod, noise}: path, digest, epsilon), ``restarts``, ``manipulation``, ``runs``, ``robustness``,
-  ``linear_pca``, ``why`` (report stage), ``control`` (control pipeline);
+  ({orig, mod, noise}: path, digest, epsilon), ``restarts``, ``manipulation``, ``manipulation_random`` (the frozen
+  random-ψ control, stage manipulate-random; null where it did not run), ``runs``, ``robustness``, ``linear_pca``,
+  ``why`` (report stage; with the control, ``why.global_pca_random``: orig → the control's x′), ``control`` (control
+  pipeline);
 * computed by the writer from stores and models (schema 2): per store in ``stores`` ``factor_names``,
   ``factor_sizes``, ``num_images`` and, for orig and mod, ``mean_image_mse``; ``factor_capture`` (per retrained
   run, ``CAPTURE_FIELDS``); ``restart_latents`` (NMI matrices and latent-traversal PNGs of the selected
@@ -112,6 +114,7 @@ def load_inputs(workdir) -> dict:
     data["robustness"] = data["robustness"] or []
     data["restarts"] = data.get("restarts") or []
     data.setdefault("manipulation", None)
+    data.setdefault("manipulation_random", None)
     data.setdefault("linear_pca", None)
     data.setdefault("stores", {})
     data.setdefault("provenance", {})

@@ -50,15 +50,23 @@ def job_manipulate(ctx: JobContext, *, config: dict, figure4: bool, partner: str
     out = train_manipulation(store_path, entangled, disentangled, ctx.job_dir / "manipulation",
                              config, resume=True, progress=False, device=ctx.device)
     png = make_figure4(store_path, out, ctx.job_dir / "figure4.png") if figure4 else None
+    return {**run_record(out), "figure4": str(png) if png else None, "partner": partner, "entangled": entangled,
+            "disentangled": disentangled}
+
+
+def run_record(out) -> dict:
+    """What a stage records of a finished manipulation run folder (this stage and manipulate-random): its folder,
+    log, the coverage of m (|m|∞, variation, smoothness), both sides' losses before (x, the restarts' decoders) and
+    after (x′, the fine-tuned decoders), their gap dis − ent, and the resolved config (ε, seed, ...)."""
     from probe.perturb.adversarial import manipulation_final
     from probe.train import ManipulationRunFolder
 
+    folder = ManipulationRunFolder(out)
     final = manipulation_final(out)
-    return {"dir": str(out), "losses": str(ManipulationRunFolder(out).log_path), "figure4": str(png) if png else None,
-            "coverage": final.get("coverage"), "partner": partner, "entangled": entangled,
-            "disentangled": disentangled,
-            "dis_minus_ent": {"before": (final.get("before") or {}).get("dis_minus_ent"),
-                              "after": (final.get("after") or {}).get("dis_minus_ent")}}
+    before, after = final.get("before") or {}, final.get("after") or {}
+    return {"dir": str(out), "losses": str(folder.log_path), "coverage": final.get("coverage"),
+            "dis_minus_ent": {"before": before.get("dis_minus_ent"), "after": after.get("dis_minus_ent")},
+            "before": before, "after": after, "config": folder.read_config().get("config")}
 
 
 def result(inputs: dict) -> ManipulateResult:

@@ -13,15 +13,15 @@ from probe.pipeline.engine import Job, Stage
 from probe.pipeline.report_data import add_report_data
 from probe.pipeline.report_inputs import (StageValues, control_entries, report_inputs, restart_entries,
                                           robustness_entries, run_entries)
-from probe.pipeline.stages import (apply, dose, evaluate, linear_pca, manipulate, noise, restarts, retrain, robustness,
-                                   rotated, select, store)
+from probe.pipeline.stages import (apply, dose, evaluate, linear_pca, manipulate, manipulate_random, noise, restarts,
+                                   retrain, robustness, rotated, select, store)
 from probe.pipeline.stages.face import input_names, present
 from probe.pipeline.why import why_inputs
 from probe.pipeline.worker import JobContext
 from probe.report.schema import write_inputs
 
 NAME = "report"
-INPUTS = (store, restarts, select, manipulate, apply, noise, retrain, evaluate, robustness, linear_pca)
+INPUTS = (store, restarts, select, manipulate, manipulate_random, apply, noise, retrain, evaluate, robustness, linear_pca)
 CONTROL_INPUTS = (rotated, dose)   # the control pipeline's L1 and L3 stores (graph.CONTROL)
 
 
@@ -30,7 +30,8 @@ def stage_values(inputs: dict) -> StageValues:
     control = present(inputs, rotated)
     return StageValues(
         orig_store=store.result(inputs), mod_store=apply.result(inputs), noise_store=noise.result(inputs),
-        manipulation=manipulate.result(inputs), retrain=retrain.result(inputs), evaluate=evaluate.result(inputs),
+        manipulation=manipulate.result(inputs), manipulation_random=manipulate_random.result(inputs),
+        retrain=retrain.result(inputs), evaluate=evaluate.result(inputs),
         restarts=list(restarts.result(inputs).values()), selection=select.result(inputs),
         robustness=robustness.result(inputs), linear_pca=linear_pca.result(inputs),
         rotated_store=rotated.result(inputs) if control else None, dose_stores=dose.result(inputs) if control else None)
