@@ -13,6 +13,17 @@ torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """Modules with a test marked ``slow`` run first, in their collected order; the rest follow unchanged.
+
+    The suite runs on two pytest-xdist workers with whole files as work units (pyproject's addopts): the heavy
+    integration files (the smoke pipeline, the control's L1, the audit) must start at once on their own worker, or one
+    of them starting last makes the wall time its length plus everything before it. Stable, so module-scoped fixtures
+    keep their tests together."""
+    slow_modules = {item.module.__name__ for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.module.__name__ not in slow_modules)
+
+
 def render_toy_images(factors: np.ndarray, factor_sizes, resolution: int = 16, channels: int = 1) -> np.ndarray:
     """Deterministic toy renderer: a filled square whose side follows factor 0 (+1) and whose top-left
     corner follows the last two factors; extra factors (if any) set the intensity of channel k % C.

@@ -24,6 +24,7 @@ from probe.pipeline.workdir import STAGE_FILE, final_dir
 from probe.report.schema import load_inputs
 from conftest import run_probe
 
+pytestmark = pytest.mark.slow  # every audit test shares one audited workdir (module fixture, ~30 s)
 REFERENCE_STAGES = [m.NAME for m in REFERENCE_MODULES]
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -119,6 +119,7 @@ def test_the_control_pipeline_checks_its_variants_before_any_work():
 
 # -- L1 at a tiny scale: the retrain → evaluate → verdict path must see a known effect ----------------------------
 
+@pytest.mark.slow
 def test_level1_the_beta_vae_relies_on_the_rotated_store(tmp_path):
     """The control pipeline end to end at a tiny scale (16×16 grid, 3 seeds, 600 steps): β-VAEs retrained on the store
     rendered from the 45°-rotated factors lose their alignment, and the verdict rule says so (p < 0.05). Calibrated
