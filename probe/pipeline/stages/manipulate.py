@@ -75,6 +75,12 @@ def result(inputs: dict) -> ManipulateResult:
                             list(r["entangled"]), list(r["disentangled"]), {k: v for k, v in r.items() if k != "jobs"})
 
 
+def manipulation_config(config: dict) -> dict:
+    """The ``[manipulate.config]`` table: the manipulation's own settings (ε, seed, steps, ...; probe.perturb resolves
+    them), which the random-ψ control reuses and the report stage checks against appendix B.1."""
+    return config[NAME]["config"]
+
+
 def check(config: dict, *, deep: bool = True) -> None:
     """The ``[manipulate]`` keys this stage reads besides ``config``; with ``deep``, ``config`` itself
     (probe.perturb resolves it)."""

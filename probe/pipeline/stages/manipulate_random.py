@@ -85,14 +85,14 @@ def check(config: dict, *, deep: bool = True) -> None:
     if c["enabled"] and deep:
         from probe.perturb.adversarial import resolve_manipulation_config
 
-        resolve_manipulation_config(control_config(config[manipulate.NAME]["config"], c["full_budget"]),
+        resolve_manipulation_config(control_config(manipulate.manipulation_config(config), c["full_budget"]),
                                     config["pipeline"]["dataset"])
 
 
 def stage(config: dict, meta: dict) -> Stage:
     c = settings(config)
     # the stage's digest covers the manipulation config it runs (manipulate's digest is among its inputs' too)
-    stage_config = {**c, "config": dict(config[manipulate.NAME]["config"])}
+    stage_config = {**c, "config": dict(manipulate.manipulation_config(config))}
     return Stage(NAME, stage_config, input_names(INPUTS),
                  lambda s: [Job(NAME, job_manipulate_random, {"config": dict(s["config"]),
                                                               "full_budget": s["full_budget"]},

@@ -24,6 +24,14 @@ def settings(config: dict) -> dict:
     return config[NAME]
 
 
+def train_steps(config: dict) -> dict:
+    """How long each model is retrained (report_inputs.json's ``setting.retraining``): ``steps``, the ``retrain.train``
+    steps, and ``model_steps``, {model: steps} with ``retrain.model_train`` on top, for every model the table names."""
+    rt = settings(config)
+    models = dict.fromkeys([*rt["models"], *(rt.get("model_train") or {})])
+    return {"steps": rt["train"].get("steps"), "model_steps": {m: model_train(rt, m).get("steps") for m in models}}
+
+
 def retrain_jobs(config: dict, retrain: dict) -> list[Job]:
     """The retrain stage's jobs for its config ``retrain`` (the evaluate stage evaluates each of them)."""
     dataset = config["pipeline"]["dataset"]

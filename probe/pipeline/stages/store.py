@@ -57,6 +57,13 @@ def settings(config: dict) -> dict:
     return config[NAME]
 
 
+def description(config: dict) -> dict:
+    """What the report says of the store's settings (report_inputs.json's ``setting.data``): ``source``,
+    ``resolution`` and ``factor_sizes`` of the ``[store]`` table."""
+    st = settings(config)
+    return {key: st.get(key) for key in ("source", "resolution", "factor_sizes")}
+
+
 def is_synthetic(config: dict) -> bool:
     return config[NAME]["source"] == "synthetic"
 
