@@ -56,6 +56,11 @@ def test_smoke_completes_every_stage(smoke):
 
     ri = load_inputs(smoke.workdir)
     assert ri["pipeline"] == PIPELINE and ri["preset"] == "smoke" and ri["dataset"] == "dsprites"
+    # the setting the report describes, recorded by the report stage through the stage modules (report_inputs.setting)
+    assert ri["setting"]["data"] == {k: config["store"][k] for k in ("source", "resolution", "factor_sizes")}
+    assert ri["setting"]["retraining"]["model_steps"]["beta-vae"] == config["retrain"]["train"]["steps"]
+    assert ri["setting"]["evaluation"]["seed"] == config["evaluate"]["seed"]
+    assert ri["setting"]["manipulation"] == config["manipulate"]["config"] and ri["manipulation_deviations"]
     mod, noise = open_store(ri["stores"]["mod"]["path"]), open_store(ri["stores"]["noise"]["path"])
     orig = open_store(ri["stores"]["orig"]["path"])
     assert mod.origin["kind"] == "perturbed" and noise.origin["kind"] == "noise"

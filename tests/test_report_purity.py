@@ -80,7 +80,7 @@ def test_the_report_stage_records_what_needs_models_and_stores(computed_workdir)
     for panel in latents["panels"]:
         nmi = np.asarray(panel["nmi"])
         assert nmi.shape == (4, 4) and np.all((nmi >= 0) & (nmi <= 1 + 1e-9))
-    assert inputs["manipulation_deviations"] is None  # the fake config records no manipulate.config
+    assert inputs["manipulation_deviations"] is None  # the fake inputs record no setting (no manipulation config)
 
 
 def test_traversal_tiles_round_trip(tmp_path):
@@ -129,3 +129,85 @@ def test_an_older_inputs_file_renders_and_says_what_it_lacks(tmp_path, make_toy_
     md = make_report(workdir, tmp_path / "rep")["markdown"].read_text()
     assert "Not computed: report_inputs.json has no 'factor_capture' (written before schema 2" in md
     assert "NMI heatmaps and latent traversals are not available: report_inputs.json has no 'restart_latents'" in md
+
+
+# a recorded pipeline config with the tables the report's setting describes (tests/test_report.py's fake runs)
+SETTING_CONFIG = {"store": {"source": "synthetic", "file": "", "resolution": 16, "factor_sizes": [1, 3, 4, 4], "seed": 0},
+                  "retrain": {"models": ["beta-vae", "pcl", "ae"], "train": {"steps": 2000},
+                              "model_train": {"pcl": {"steps": 100}}},
+                  "evaluate": {"metrics": [], "seed": 7, "sample_sizes": {"num_train": 300, "num_test": 150}},
+                  "manipulate": {"config": {"epsilon": 0.1, "steps": 4}}}
+
+
+def _strip_config_block(md: str) -> str:
+    """The report without the recorded config's JSON block (the provenance section prints ``provenance.config``)."""
+    import re
+
+    return re.sub(r"\n{3,}", "\n\n", re.sub(r"```.*?```", "", md, flags=re.S))
+
+
+def test_the_report_reads_the_recorded_setting_and_upgrades_an_older_file(tmp_path):
+    """``setting`` (report_inputs.json, schema 3) is what the report describes the store and the retraining steps by:
+    with ``provenance.config`` emptied, or contradicting it, the report is the one an older file (no ``setting``, the
+    same values in its recorded config, upgraded at load by ``setting_of_older_file``) gives."""
+    from probe.pipeline.report_inputs import setting
+    from probe.report import make_report
+    from probe.report.schema import SCHEMA_VERSION, inputs_path, load_inputs
+    from test_report import write_fake_workdir
+
+    workdir = tmp_path / "wd"
+    write_fake_workdir(workdir, robustness=False, config=SETTING_CONFIG, computed=False)
+    older = json.loads(inputs_path(workdir).read_text())
+    assert "setting" not in older
+    assert load_inputs(workdir)["setting"] == setting_of_older_file_expected()
+    old = make_report(workdir, tmp_path / "old")
+    md = old["markdown"].read_text()
+    assert "synthetic store at 16×16, factor sizes [1, 3, 4, 4]" in md and "training steps beta-vae 2000, pcl 100" in md
+    assert "**Too short to mean anything:** on dsprites, pcl (100 steps)" in md
+    assert "over 3 orig runs, at least the 3 factors" in md  # the store's factor sizes; a size-1 factor does not count
+
+    recorded = setting(SETTING_CONFIG)  # what the report stage records, through the stage modules' accessors
+    assert recorded["data"] == {"source": "synthetic", "resolution": 16, "factor_sizes": [1, 3, 4, 4]}
+    assert recorded["retraining"] == {"steps": 2000, "model_steps": {"beta-vae": 2000, "pcl": 100, "ae": 2000}}
+    for config in ({}, {"store": {"source": "official", "resolution": 64},
+                        "retrain": {"models": ["pcl"], "train": {"steps": 9}}}):
+        newer = {**older, "setting": recorded, "schema": SCHEMA_VERSION,
+                 "provenance": {**older["provenance"], "config": config}}
+        inputs_path(workdir).write_text(json.dumps(newer))
+        out = make_report(workdir, tmp_path / f"new{len(config)}")
+        assert _strip_config_block(out["markdown"].read_text()) == _strip_config_block(md)
+        assert out["csv"].read_bytes() == old["csv"].read_bytes()
+        a, b = (json.loads(o["summary"].read_text()) for o in (old, out))
+        assert {k: v for k, v in a.items() if k != "report_code_version"} == \
+            {k: v for k, v in b.items() if k != "report_code_version"}
+
+    # an older file without a recorded config: nothing to say, and the report says so
+    inputs_path(workdir).write_text(json.dumps({**older, "provenance": {**older["provenance"], "config": {}}}))
+    assert load_inputs(workdir)["setting"] is None
+    md = make_report(workdir, tmp_path / "bare")["markdown"].read_text()
+    assert "store settings not recorded in the inputs, training steps not recorded" in md
+
+
+def setting_of_older_file_expected() -> dict:
+    """``SETTING_CONFIG`` as ``setting_of_older_file`` reads it (per-model steps only where the config overrides)."""
+    return {"data": {"source": "synthetic", "resolution": 16, "factor_sizes": [1, 3, 4, 4]},
+            "retraining": {"steps": 2000, "model_steps": {"pcl": 100}},
+            "evaluation": SETTING_CONFIG["evaluate"], "manipulation": SETTING_CONFIG["manipulate"]["config"]}
+
+
+def test_the_report_data_reads_the_recorded_setting():
+    """MIG's sample for the factor capture and the appendix-B deviations come from ``setting``, not from the recorded
+    config; without a setting, the metric defaults and no deviations."""
+    from probe.pipeline.report_data import manipulation_deviations, mig_sample_settings
+    from probe.pipeline.report_inputs import setting
+
+    inputs = {"dataset": "dsprites", "setting": setting(SETTING_CONFIG), "provenance": {"config": {}}}
+    sample = mig_sample_settings(inputs)
+    assert sample["recorded"] and sample["seed"] == 7 and (sample["num_train"], sample["num_test"]) == (300, 150)
+    assert any("4 ψ steps" in d for d in manipulation_deviations(inputs))
+    bare = {"dataset": "dsprites", "provenance": {"config": SETTING_CONFIG}}  # the config alone is not read
+    assert not mig_sample_settings(bare)["recorded"] and mig_sample_settings(bare)["seed"] == 0
+    assert manipulation_deviations(bare) is None
+    # the audit records its own TOML as config: no table of the setting, every part null
+    assert setting({"pipeline": {"kind": "audit"}, "plugin": {}}) == dict.fromkeys(("data", "retraining", "evaluation",
+                                                                                    "manipulation"))

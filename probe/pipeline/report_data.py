@@ -3,7 +3,7 @@ report_inputs.json (``probe.report.schema``), so that ``probe report`` is a pure
 it names and re-renders a finished workdir in seconds.
 
 ``add_report_data(inputs, root=)`` takes the assembled report inputs (``probe.pipeline.report_inputs``:
-stores, runs, restarts, provenance) and adds, each from the stores and run folders those name:
+stores, runs, restarts, provenance, setting) and adds, each from the stores and run folders those name:
 
 * per store (``stores[variant]``): ``factor_names``, ``factor_sizes``, ``num_images``; for orig and mod
   ``mean_image_mse``, the MSE of the mean image on up to ``MEAN_IMAGE_SAMPLE`` images (the report's "did not train"
@@ -14,6 +14,9 @@ stores, runs, restarts, provenance) and adds, each from the stores and run folde
   images and a 2-D latent traversal (Fig. 10/11) decoded into a PNG recorded in the file (base64; tiles of
   ``TRAVERSAL_STEPS`` × ``TRAVERSAL_STEPS`` images, no gaps; the report draws the figures);
 * ``manipulation_deviations``: appendix B.1 departures of the manipulation config (``probe.perturb.adversarial``).
+
+What the configuration says (MIG's sample, the manipulation's config) is read from the inputs' ``setting``
+(``probe.pipeline.report_inputs.setting``), never from the recorded pipeline config.
 
 Errors are recorded per part, never raised: the report must not be lost to one diagnostic. Image samples are drawn
 with ``SEED``. Paths are opened through ``probe.report.schema.resolve`` against ``root`` (the workdir).
@@ -28,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from probe.data.variants import VARIANTS
-from probe.report.schema import resolve
+from probe.report.schema import resolve, setting
 
 SEED = 0
 MEAN_IMAGE_SAMPLE = 10_000       # images per store behind the mean-image MSE
@@ -102,10 +105,10 @@ def store_facts(stores: dict, root) -> dict:
 
 def mig_sample_settings(inputs: dict) -> dict:
     """{"seed", "recorded", "num_train", "num_test", "draw_batch_size", "num_bins"} of the evaluation that produced
-    the runs' metrics (``provenance.config.evaluate``; the metric defaults where the inputs do not record them)."""
+    the runs' metrics (the inputs' ``setting.evaluation``; the metric defaults where the inputs do not record it)."""
     from probe.metrics.registry import default_settings
 
-    evaluate = (((inputs.get("provenance") or {}).get("config") or {}).get("evaluate") or {})
+    evaluate = setting(inputs, "evaluation") or {}
     settings = {**default_settings(), **(evaluate.get("sample_sizes") or {})}
     return {"seed": int(evaluate.get("seed", 0)), "recorded": bool(evaluate),
             **{k: int(settings[k]) for k in ("num_train", "num_test", "draw_batch_size", "num_bins")}}
@@ -242,9 +245,9 @@ def _restart_panels(inputs: dict, selected: list[dict], root) -> dict:
 # -- the manipulation ----------------------------------------------------------------------------------------------
 
 def manipulation_deviations(inputs: dict) -> list[str] | None:
-    """Where the run's manipulation config departs from the paper's appendix B.1 (plain-language list), or None when
-    the inputs record no manipulation config."""
+    """Where the run's manipulation config (the inputs' ``setting.manipulation``) departs from the paper's appendix
+    B.1 (plain-language list), or None when the inputs record no manipulation config."""
     from probe.perturb.adversarial import appendix_b1_deviations
 
-    config = (((inputs.get("provenance") or {}).get("config") or {}).get("manipulate") or {}).get("config")
+    config = setting(inputs, "manipulation")
     return None if config is None else appendix_b1_deviations(config, inputs.get("dataset"))

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from probe.pipeline.stages import evaluate, manipulate, retrain, store
 from probe.pipeline.stages.alignment import alignment_entry
 from probe.pipeline.stages.dose import DoseStore
 from probe.pipeline.stages.face import StoreResult, TrainedRun
@@ -58,6 +59,22 @@ def provenance(meta: dict) -> dict:
         legs = [{"started": meta.get("started"), "wall_time_s": time.time() - float(meta.get("t0", time.time()))}]
     return {"code_version": meta.get("code_version"), "environment": environment(), "started": legs[0]["started"],
             "wall_time_s": sum(leg["wall_time_s"] for leg in legs), "legs": legs, "config": meta.get("config")}
+
+
+def setting(config: dict | None) -> dict | None:
+    """report_inputs.json's ``setting`` (``probe.report.schema.SETTING_PARTS``): what the report says of the store and
+    the retraining steps, and what ``probe.pipeline.report_data`` needs of the evaluation and the manipulation, each
+    through the stage module that owns its table; a part is None where ``config`` has no such table (the audit's
+    config is its own TOML, not the reference pipeline's). None without a config (``probe audit --plan``, tests)."""
+    if not config:
+        return None
+
+    def part(module, accessor):
+        return accessor(config) if module.NAME in config else None
+
+    return {"data": part(store, store.description), "retraining": part(retrain, retrain.train_steps),
+            "evaluation": part(evaluate, evaluate.settings),
+            "manipulation": part(manipulate, manipulate.manipulation_config)}
 
 
 def stores(values: StageValues) -> dict:
@@ -115,6 +132,7 @@ def report_inputs(values: StageValues, meta: dict, *, pipeline: str, runs: list[
     return {
         "pipeline": pipeline, "preset": meta.get("preset"), "dataset": meta.get("dataset"), "workdir": meta.get("workdir"),
         "provenance": {**provenance(meta), **(extra_provenance or {})},
+        "setting": setting(meta.get("config")),
         "stores": stores(values),
         "restarts": restarts or [],
         "manipulation": values.manipulation.record,

@@ -35,7 +35,7 @@ from probe.report.inputs import (
     values_by_group, verdict_metrics,
 )
 from probe.report.random_psi import random_psi_section
-from probe.report.schema import load_inputs, missing_section, resolve_path, store_fact
+from probe.report.schema import load_inputs, missing_section, resolve_path, setting, store_fact
 from probe.report.stats import ALPHA, MARGIN, compare, holm_adjust, verdict, verdict_rule_text, welch_t_test
 from probe.report.why import linear_pca_judgement, status_cell, why_section
 
@@ -458,10 +458,9 @@ class _Builder:
         self.summary["tables"] = tables
 
     def _setting(self, inputs) -> str:
-        """What our runs used (preset, store source and resolution, retraining steps), from the inputs."""
-        config = (inputs.get("provenance") or {}).get("config") or {}
-        store = config.get("store") or {}
-        steps = ((config.get("retrain") or {}).get("train") or {}).get("steps")
+        """What our runs used (preset, store source and resolution, retraining steps), from the inputs' setting."""
+        store = setting(inputs, "data") or {}
+        steps = (setting(inputs, "retraining") or {}).get("steps")
         per_model = retrain_steps(inputs)
         parts = [f"preset `{inputs.get('preset') or '?'}`"]
         if store:
@@ -557,14 +556,10 @@ class _Builder:
     # -- Fig. 5 ---------------------------------------------------------------------------------------
     def _num_factors(self, inputs) -> int | None:
         """Factors with more than one value in the orig store (dSprites' single colour is no factor a code can
-        encode); from the store's recorded facts, else from the recorded store config; None when neither says."""
+        encode); from the store's recorded facts, else from the recorded store setting; None when neither says."""
         sizes = store_fact(inputs, "orig", "factor_sizes")
-        config = (inputs.get("provenance") or {}).get("config") or {}
-        sizes = sizes if sizes is not None else (config.get("store") or {}).get("factor_sizes")
-        if sizes is not None:
-            return sum(1 for size in sizes if int(size) > 1)
-        n = config.get("num_factors")
-        return int(n) if n is not None else None
+        sizes = sizes if sizes is not None else (setting(inputs, "data") or {}).get("factor_sizes")
+        return sum(1 for size in sizes if int(size) > 1) if sizes is not None else None
 
     def _robustness(self, doc: Document):
         doc.heading("Robustness over the primary hyperparameter (Fig. 5)")
@@ -882,12 +877,11 @@ MIN_VERDICT_STEPS = 500
 
 
 def retrain_steps(inputs: dict) -> dict:
-    """{model: retraining steps} from the inputs' recorded config (retrain.train, overridden per model by
-    retrain.model_train); a model maps to None when the inputs do not record its steps."""
-    retrain = (((inputs.get("provenance") or {}).get("config") or {}).get("retrain") or {})
-    steps = (retrain.get("train") or {}).get("steps")
-    per_model = retrain.get("model_train") or {}
-    return {m: (per_model.get(m) or {}).get("steps", steps) for m in model_order(inputs["runs"])}
+    """{model: retraining steps} from the inputs' setting (``model_steps``, else the default ``steps``); a model maps
+    to None when the inputs do not record its steps."""
+    retrain = setting(inputs, "retraining") or {}
+    per_model = retrain.get("model_steps") or {}
+    return {m: per_model.get(m, retrain.get("steps")) for m in model_order(inputs["runs"])}
 
 
 def _gate_cell(gate: dict | None) -> str:

@@ -23,7 +23,16 @@ Top-level keys (schema ``SCHEMA_VERSION``):
   ``factor_sizes``, ``num_images`` and, for orig and mod, ``mean_image_mse``; ``factor_capture`` (per retrained
   run, ``CAPTURE_FIELDS``); ``restart_latents`` (NMI matrices and latent-traversal PNGs of the selected
   restarts); ``manipulation_deviations`` (appendix B.1). A file without them (schema 1) still renders; the report
-  says what it lacks (``missing_section``).
+  says what it lacks (``missing_section``);
+* ``setting`` (schema 3): the few configured values the report describes and judges by, recorded by the writer
+  through the stage modules that own their TOML tables (probe.pipeline.report_inputs.setting), so that neither the
+  report nor probe.pipeline.report_data reads the recorded pipeline config (``provenance.config``, shown verbatim in
+  the report's provenance) by table name. Its parts (``SETTING_PARTS``): ``data``, the store's
+  ``SETTING_DATA_FIELDS``; ``retraining``, {"steps": retrain.train's steps, "model_steps": {model: steps}};
+  ``evaluation``, {"metrics", "seed", "sample_sizes"} (MIG's sample for the factor capture); ``manipulation``, the
+  manipulation's config (appendix B.1). A part is null where the pipeline has no such table (the audit's config is
+  its own TOML), ``setting`` is null where the writer had no config. A file without it (schema ≤ 2) gets it at load
+  time from its recorded config (``setting_of_older_file``).
 """
 
 from __future__ import annotations
@@ -37,7 +46,9 @@ from probe.data.variants import VARIANTS
 from probe.errors import UserError
 
 FILE_NAME = "report_inputs.json"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# the schema that added each computed section (``missing_section``)
+SECTION_SCHEMA = {"factor_capture": 2, "restart_latents": 2, "manipulation_deviations": 2}
 
 # factor_capture["runs"][i]: which run, then either "error" or the per-factor capture (probe.metrics.mig.factor_capture
 # and the run's active latents on the same sample); the report keeps this order in summary.json
@@ -47,6 +58,10 @@ CAPTURE_FIELDS = ("gap", "latent", "best_nmi", "mig", "active")
 CAPTURE_SAMPLE_FIELDS = ("seed", "recorded", "num_train", "num_test", "draw_batch_size", "num_bins")
 # stores[variant] facts the writer adds
 STORE_FACTS = ("factor_names", "factor_sizes", "num_images", "mean_image_mse")
+# setting[part]: the configured values the report describes (the store's settings, the retraining steps) and the
+# writer's report data uses (the evaluation's sample, the manipulation's config); setting["data"] holds the fields
+SETTING_PARTS = ("data", "retraining", "evaluation", "manipulation")
+SETTING_DATA_FIELDS = ("source", "resolution", "factor_sizes")
 
 
 def inputs_path(folder) -> Path:
@@ -118,6 +133,8 @@ def load_inputs(workdir) -> dict:
     data.setdefault("linear_pca", None)
     data.setdefault("stores", {})
     data.setdefault("provenance", {})
+    if "setting" not in data:
+        data["setting"] = setting_of_older_file((data["provenance"] or {}).get("config"))
     base = data.get("workdir")
     if isinstance(base, str) and base and not Path(base).is_absolute():  # written relative (``write_inputs``)
         root = os.path.normpath(os.path.abspath(path.parent / base))
@@ -143,6 +160,30 @@ def resolve_path(inputs: dict, value) -> Path | None:
     return resolve(inputs["_workdir"], value)
 
 
+def setting(inputs: dict, part: str):
+    """One part of the run's recorded setting (``SETTING_PARTS``), or None."""
+    return (inputs.get("setting") or {}).get(part)
+
+
+def setting_of_older_file(config: dict | None) -> dict | None:
+    """Compatibility: the ``setting`` of a file written before schema 3, read out of the pipeline config it recorded
+    (``provenance.config``: the TOML tables ``store``, ``retrain``, ``evaluate`` and ``manipulate``), as the report
+    read it then. The one place the report looks into the recorded config by table name; newer files record
+    ``setting`` themselves."""
+    if not config:
+        return None
+    store, retrain = config.get("store") or {}, config.get("retrain") or {}
+    per_model = retrain.get("model_train") or {}
+    return {
+        "data": {key: store.get(key) for key in SETTING_DATA_FIELDS} if store else None,
+        "retraining": {"steps": (retrain.get("train") or {}).get("steps"),
+                       "model_steps": {m: t["steps"] for m, t in per_model.items() if "steps" in (t or {})}}
+        if retrain else None,
+        "evaluation": config.get("evaluate") or None,
+        "manipulation": (config.get("manipulate") or {}).get("config"),
+    }
+
+
 def store_fact(inputs: dict, variant: str, key: str):
     """A fact the writer recorded about one variant's store (``STORE_FACTS``), or None."""
     return ((inputs.get("stores") or {}).get(variant) or {}).get(key)
@@ -150,5 +191,5 @@ def store_fact(inputs: dict, variant: str, key: str):
 
 def missing_section(key: str) -> str:
     """Why a computed section is absent: the file predates it."""
-    return (f"{FILE_NAME} has no {key!r} (written before schema {SCHEMA_VERSION}; "
+    return (f"{FILE_NAME} has no {key!r} (written before schema {SECTION_SCHEMA.get(key, SCHEMA_VERSION)}; "
             "re-run `probe pipeline run` so that its report stage computes it)")
