@@ -86,3 +86,28 @@ def test_generate_bad_arguments_exit_2(tmp_path, capsys, args):
     err = capsys.readouterr().err
     assert len([ln for ln in err.splitlines() if ln.startswith("error:")]) == 1 and "Traceback" not in err
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_shapes3d_hue_span_renders_label_h_as_hue_h_times_span(tmp_path):
+    from probe.data.synth import shapes3d
+
+    values = np.array([[0.9, 0.5, 0.0, 1.0, 0, 0.0], [0.0, 0.5, 0.2, 1.0, 2, 0.0]])
+    official = shapes3d.render(values, 16)
+    np.testing.assert_array_equal(shapes3d.render(values, 16, hue_span=1.0), official)
+    scaled = values.copy()
+    scaled[:, :3] *= 0.8
+    np.testing.assert_array_equal(shapes3d.render(values, 16, hue_span=0.8), shapes3d.render(scaled, 16))
+    # the loop stays open: label 0.9 is rendered violet-blue, far from label 0's red (official: next to it)
+    floor = lambda im: im[-1, 8].astype(int)  # noqa: E731
+    red = floor(shapes3d.render(np.array([[0.0, 0.5, 0.0, 1.0, 0, 0.0]]), 16)[0])
+    assert np.abs(floor(official[0]) - red).sum() < np.abs(floor(shapes3d.render(values, 16, hue_span=0.8)[0]) - red).sum() / 2
+    # through the CLI: recorded in the store's origin; bad values exit 2 and leave nothing
+    out = tmp_path / "s3.zarr"
+    assert run_cli(["datasets", "generate", "shapes3d", "--out", str(out), "--factor-sizes", "2,1,1,1,1,1",
+                    "--resolution", "16", "--option", "hue_span=0.8"]) == 0
+    assert open_store(out).origin["config"]["options"] == {"hue_span": 0.8}
+    for bad in (["--option", "hue_span=0"], ["--option", "hue_span"], ["--option", "no_such=1"]):
+        bad_out = tmp_path / "bad.zarr"
+        assert run_cli(["datasets", "generate", "shapes3d", "--out", str(bad_out), "--factor-sizes", "2,1,1,1,1,1",
+                        "--resolution", "16", *bad]) == 2
+        assert not bad_out.exists()

@@ -73,12 +73,23 @@ def build(name, source, out, factor_sizes, require_full):
 @click.option("--factor-sizes", default=None, help="Sub-grid with the official ranges, e.g. 3,2,4,8,8.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Recorded; generation is deterministic.")
 @click.option("--workers", default=None, type=int, help="Threads (default: all cores).")
-def generate(name, out, resolution, factor_sizes, seed, workers):
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
+              help="A rendering option of the generator, recorded in the store (e.g. shapes3d hue_span=0.8).")
+def generate(name, out, resolution, factor_sizes, seed, workers, options):
     """Render a procedural dataset (dsprites or shapes3d) into a store."""
     from probe.data.synth import generate as do_generate
 
+    parsed = {}
+    for pair in options:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UserError(f"--option must be KEY=VALUE, got {pair!r}")
+        try:
+            parsed[key] = json.loads(value)
+        except json.JSONDecodeError:
+            parsed[key] = value
     store = do_generate(name, out, resolution=resolution, factor_sizes=_sizes_option(factor_sizes), seed=seed,
-                        progress=True, workers=workers)
+                        progress=True, workers=workers, options=parsed or None)
     click.echo(repr(store))
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from probe.errors import UserError
+
 NAME = "shapes3d"
 FACTOR_NAMES = ["floor_hue", "wall_hue", "object_hue", "scale", "shape", "orientation"]
 FULL_SIZES = [10, 10, 10, 8, 4, 15]
@@ -179,9 +181,17 @@ def _camera_rays(azimuth_deg: np.ndarray, resolution: int):
     return o, d
 
 
-def render(values: np.ndarray, resolution: int = 64) -> np.ndarray:
-    """Physical factor values [n, 6] (hues, scale, shape id, azimuth°) -> uint8 images [n, R, R, 3]."""
-    values = np.asarray(values, dtype=np.float64)
+def render(values: np.ndarray, resolution: int = 64, *, hue_span: float = 1.0) -> np.ndarray:
+    """Physical factor values [n, 6] (hues, scale, shape id, azimuth°) -> uint8 images [n, R, R, 3].
+
+    ``hue_span`` < 1 (a deviation from the official images, for calibration experiments only) renders the hue label h
+    as the colour of hue ``h * hue_span``: the official hues 0, 0.1, …, 0.9 close a loop in RGB (0.9 is next to 0),
+    which a single Gaussian latent can hold only by cutting it; with 0.8 the rendered hues run from red to violet and
+    the loop stays open. The factor labels are the official ones either way."""
+    if not 0.0 < float(hue_span) <= 1.0:
+        raise UserError(f"hue_span must be in (0, 1], got {hue_span!r}")
+    values = np.asarray(values, dtype=np.float64).copy()
+    values[:, :3] *= float(hue_span)
     n = values.shape[0]
     hi = resolution * SUPERSAMPLE
     o, d = _camera_rays(values[:, 5], hi)
