@@ -24,15 +24,20 @@ from probe.metrics.sampler import draw_train_test
 from probe.report.schema import load_inputs, resolve_path
 
 
-def factor_capture(run_dir, store, num_train: int, seed: int) -> dict:
-    """Per-factor normalised MI gap and carrying latent of one run (MIG's sample and binning)."""
+def latent_factor_mi(run_dir, store, num_train: int, seed: int) -> tuple[np.ndarray, dict, np.ndarray]:
+    """(factors, the encoder's output, normalised MI [latents, factors]) of one run on MIG's sample and binning."""
     from probe.train import run_encoder
 
-    encode_fn = run_encoder(run_dir).encode
     factors, _ = draw_train_test(np.asarray(store.factor_sizes), num_train, 1, seed, 16)
-    out = encode_fn(store.read(store.index_of(factors)))
+    out = run_encoder(run_dir).encode(store.read(store.index_of(factors)))
+    mi = discrete_mutual_info(histogram_discretize(out["codes"], 20), factors) / discrete_entropy(factors)[None, :]
+    return factors, out, mi
+
+
+def factor_capture(run_dir, store, num_train: int, seed: int) -> dict:
+    """Per-factor normalised MI gap and carrying latent of one run (MIG's sample and binning)."""
+    factors, out, mi = latent_factor_mi(run_dir, store, num_train, seed)
     codes = out["codes"]
-    mi = discrete_mutual_info(histogram_discretize(codes, 20), factors) / discrete_entropy(factors)[None, :]
     order = np.sort(mi, axis=0)[::-1]
     # the order of the factor's classes along the latent that carries it (class means of that latent): a circular
     # factor such as hue is laid on a line cut somewhere, and two runs cutting in different places correlate weakly

@@ -14,17 +14,12 @@ import argparse
 
 import numpy as np
 
+from factor_capture import latent_factor_mi  # noqa: E402  (this folder is sys.path[0] when run as a script)
 from probe.data import open_store
-from probe.metrics.information import discrete_entropy, discrete_mutual_info, histogram_discretize
-from probe.metrics.sampler import draw_train_test
 
 
-def latent_factor_mi(run_dir, store, num_train: int = 2000, seed: int = 0) -> dict:
-    from probe.train import run_encoder
-
-    factors, _ = draw_train_test(np.asarray(store.factor_sizes), num_train, 1, seed, 16)
-    out = run_encoder(run_dir).encode(store.read(store.index_of(factors)))
-    mi = discrete_mutual_info(histogram_discretize(out["codes"], 20), factors) / discrete_entropy(factors)[None, :]
+def latent_mi_summary(run_dir, store, num_train: int = 2000, seed: int = 0) -> dict:
+    _, out, mi = latent_factor_mi(run_dir, store, num_train, seed)
     top = np.sort(mi, axis=0)[::-1]
     gaps = top[0] - top[1]
     return {"mi": mi, "gaps": gaps, "mig": float(gaps.mean()), "variance": out["variance"].mean(0)}
@@ -40,7 +35,7 @@ def main() -> None:
     store = open_store(args.store)
     np.set_printoptions(precision=2, suppress=True)
     for run in args.runs:
-        r = latent_factor_mi(run, store, args.num_train, args.seed)
+        r = latent_mi_summary(run, store, args.num_train, args.seed)
         print(f"{run}\nrows: latents; columns: {', '.join(store.factor_names)}\n{r['mi']}")
         print(f"gaps {r['gaps']}  MIG {r['mig']:.3f}\nmean posterior variance {r['variance']}\n")
 

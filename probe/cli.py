@@ -87,15 +87,16 @@ def main(argv=None) -> None:
     sys.exit(0)
 
 
-def parse_set_options(items) -> dict:
-    """``--set key=value`` pairs -> dict; values parsed as JSON when possible (numbers, bools, lists)."""
+def parse_set_options(items, flag: str = "--set") -> dict:
+    """``--set key=value`` pairs (or another ``flag``'s) -> dict; values parsed as JSON when possible (numbers, bools,
+    lists)."""
     import json
 
     out = {}
     for item in items or ():
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise UserError(f"--set expects key=value, got {item!r}")
+            raise UserError(f"{flag} expects key=value, got {item!r}")
         try:
             value = json.loads(raw)
         except json.JSONDecodeError:

@@ -77,17 +77,10 @@ def build(name, source, out, factor_sizes, require_full):
               help="A rendering option of the generator, recorded in the store (e.g. shapes3d hue_span=0.8).")
 def generate(name, out, resolution, factor_sizes, seed, workers, options):
     """Render a procedural dataset (dsprites or shapes3d) into a store."""
+    from probe.cli import parse_set_options
     from probe.data.synth import generate as do_generate
 
-    parsed = {}
-    for pair in options:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UserError(f"--option must be KEY=VALUE, got {pair!r}")
-        try:
-            parsed[key] = json.loads(value)
-        except json.JSONDecodeError:
-            parsed[key] = value
+    parsed = parse_set_options(options, flag="--option")
     store = do_generate(name, out, resolution=resolution, factor_sizes=_sizes_option(factor_sizes), seed=seed,
                         progress=True, workers=workers, options=parsed or None)
     click.echo(repr(store))

@@ -187,7 +187,8 @@ def render(values: np.ndarray, resolution: int = 64, *, hue_span: float = 1.0) -
     ``hue_span`` < 1 (a deviation from the official images, for calibration experiments only) renders the hue label h
     as the colour of hue ``h * hue_span``: the official hues 0, 0.1, …, 0.9 close a loop in RGB (0.9 is next to 0),
     which a single Gaussian latent can hold only by cutting it; with 0.8 the rendered hues run from red to violet and
-    the loop stays open. The factor labels are the official ones either way."""
+    the loop stays open. The factor labels are the official ones either way. Measured: opening the loop did not help
+    the β-VAE's MIG (docs/notes/presets.md, fourth leg); no preset uses it."""
     if not 0.0 < float(hue_span) <= 1.0:
         raise UserError(f"hue_span must be in (0, 1], got {hue_span!r}")
     values = np.asarray(values, dtype=np.float64).copy()
