@@ -67,6 +67,17 @@ def test_full_size_shapes3d_resolution_64_and_determinism(tmp_path):
     assert again.digest == store.digest  # deterministic; the seed is only recorded
 
 
+def test_generate_in_processes_writes_the_same_store(tmp_path):
+    from probe.data.synth import generate
+
+    sizes = [2, 2, 2, 2, 4, 2]
+    threads = generate("shapes3d", tmp_path / "t.zarr", factor_sizes=sizes, resolution=16, progress=False, workers=2)
+    procs = generate("shapes3d", tmp_path / "p.zarr", factor_sizes=sizes, resolution=16, progress=False, workers=2,
+                     processes=True)
+    assert procs.digest == threads.digest
+    np.testing.assert_array_equal(procs.load_numpy(), threads.load_numpy())
+
+
 def test_sub_grid_keeps_official_ranges():
     from probe.data.synth import dsprites, shapes3d
 

@@ -72,17 +72,19 @@ def build(name, source, out, factor_sizes, require_full):
 @click.option("--resolution", default=64, show_default=True, type=int)
 @click.option("--factor-sizes", default=None, help="Sub-grid with the official ranges, e.g. 3,2,4,8,8.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Recorded; generation is deterministic.")
-@click.option("--workers", default=None, type=int, help="Threads (default: all cores).")
+@click.option("--workers", default=None, type=int, help="Threads or processes (default: all cores).")
+@click.option("--processes", is_flag=True, help="Render in worker processes (scales the Shapes3D renderer on many cores).")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
               help="A rendering option of the generator, recorded in the store (e.g. shapes3d hue_span=0.8).")
-def generate(name, out, resolution, factor_sizes, seed, workers, options):
+def generate(name, out, resolution, factor_sizes, seed, workers, processes, options):
     """Render a procedural dataset (dsprites or shapes3d) into a store."""
     from probe.cli import parse_set_options
     from probe.data.synth import generate as do_generate
 
     parsed = parse_set_options(options, flag="--option")
     store = do_generate(name, out, resolution=resolution, factor_sizes=_sizes_option(factor_sizes), seed=seed,
-                        progress=True, workers=workers, options=parsed or None)
+                        progress=True, workers=workers, options=parsed or None,
+                        processes=processes)
     click.echo(repr(store))
 
 

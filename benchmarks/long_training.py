@@ -1,0 +1,98 @@
+"""Learning curves to long step counts on one GPU, seeds trained together: the training-length hypothesis of issue 24.
+
+On the 2-core VM every β-VAE curve plateaus by 6,000-20,000 steps with only the hues encoded (docs/notes/presets.md);
+the paper trains 300,000 steps at lr 1e-4. This trains all ``--seeds`` of one model as one batched job
+(``probe.train.batched.train_runs``: vmapped on CUDA) and extends them leg by leg through ``--steps``, evaluating
+every run after each leg (MIG, reconstruction, active latents with the quick sample sizes, and each factor's MI gap
+and carrying latent as ``benchmarks/factor_capture.py``). It stops starting legs when the next one, at the rate
+measured so far, would end after ``--deadline-at`` (a Unix time), so a fixed device lease gives the longest curve
+that fits. ``--precision fp32`` (the default here) keeps the CPU curves' arithmetic; the trainer's CUDA default is bf16. One JSON line per (seed, steps) in ``--out/curves.jsonl``, flushed as written.
+
+usage: python benchmarks/long_training.py --store S.zarr --model beta-vae --seeds 0,1,2,3,4 \
+           --steps 5000,10000,20000,40000 --out DIR [--set KEY=VALUE] [--device cuda] [--deadline-at UNIX_TIME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+T0 = time.perf_counter()
+
+
+def main(argv=None) -> None:
+    from factor_capture import factor_capture  # this folder is sys.path[0] when run as a script
+    from learning_curves import flat_scalars, parse_sets
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--model", default="beta-vae")
+    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--steps", default="2000,10000,25000,50000,80000,120000,170000,230000,300000")
+    ap.add_argument("--set", action="append", default=[], help="model hyperparameter KEY=VALUE (JSON value)")
+    ap.add_argument("--batch-size", type=int, default=None, help="default: the trainer's (64, the paper's)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default=None, help="cpu, cuda (default: cuda if present)")
+    ap.add_argument("--engine", default="auto", help="auto, vmap or loop (probe.train.batched)")
+    ap.add_argument("--deadline-at", type=float, default=None, help="start no leg that would end after this Unix time")
+    ap.add_argument("--precision", default="fp32", help="fp32, bf16 or auto (the trainer's: bf16 on CUDA)")
+    ap.add_argument("--tag", default="")
+    ap.add_argument("--rows", default=None, help="the JSON-lines file (default: OUT/curves.jsonl)")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from probe.data import open_store
+    from probe.metrics import evaluate_run, small_settings
+    from probe.train.batched import train_runs
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    store = open_store(args.store)
+    model_config = parse_sets(args.set)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    run_dirs = [out / f"{args.model}{'-' + args.tag if args.tag else ''}-s{seed}" for seed in seeds]
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    eval_settings = {**small_settings(), "device": device}
+    done_steps, rate = 0, None  # rate: training steps per second of the whole batched job, measured
+    for steps in [int(s) for s in args.steps.split(",")]:
+        if args.deadline_at is not None and rate is not None:
+            if time.time() + (steps - done_steps) / rate + last_eval_s > args.deadline_at:
+                print(json.dumps({"stopped_before": steps, "elapsed_s": round(time.perf_counter() - T0, 1),
+                                  "steps_per_s": round(rate, 1)}), flush=True)
+                break
+        train = {"steps": steps, "checkpoint_every": steps, "log_every": 1000, "precision": args.precision}
+        if args.batch_size:
+            train["batch_size"] = args.batch_size
+        configs = [{"model": args.model, "seed": seed, "model_config": model_config, "train": dict(train)}
+                   for seed in seeds]
+        t0 = time.perf_counter()
+        outcomes = train_runs(configs, args.store, run_dirs, engine=args.engine, device=device, resume=True)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        train_s = time.perf_counter() - t0
+        rate = (steps - done_steps) / train_s
+        t0 = time.perf_counter()
+        for seed, run_dir, outcome in zip(seeds, run_dirs, outcomes):
+            row = {"model": args.model, "tag": args.tag, "model_config": model_config, "seed": seed, "steps": steps,
+                   "device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
+                   "members": len(seeds), "engine": args.engine, "precision": args.precision, "train_leg_s": round(train_s, 1),
+                   "member_steps_per_s": round(rate, 1), "elapsed_s": round(time.perf_counter() - T0, 1)}
+            if isinstance(outcome, BaseException):
+                row["error"] = str(outcome)
+            else:
+                res = evaluate_run(run_dir, args.store, metrics="mig,reconstruction,active_units", seed=0,
+                                   **eval_settings)
+                row["metrics"] = flat_scalars(res["metrics"])
+                row["factors"] = factor_capture(run_dir, store, eval_settings["num_train"], 0)
+            print(json.dumps(row), flush=True)
+            with open(args.rows or out / "curves.jsonl", "a") as f:
+                f.write(json.dumps(row) + "\n")
+        last_eval_s = time.perf_counter() - t0
+        done_steps = steps
+
+
+if __name__ == "__main__":
+    main()
