@@ -24,8 +24,8 @@ PY=${PY:-python3}
 cat "$OUT/env.txt"
 probe() { $PY -c "import sys; from probe.cli import main; sys.exit(main())" "$@"; }
 t=$(date +%s)
-probe datasets generate dsprites --out "$W/ds64.zarr" --resolution 64 --factor-sizes 3,6,10,16,16 --workers 4 >/dev/null 2>"$W/gen-ds.log" &
-probe datasets generate shapes3d --out "$W/s3d64.zarr" --resolution 64 --factor-sizes ${S3D_SIZES:-10,10,10,4,4,4} --processes \
+[ -d "$W/ds64.zarr" ] || probe datasets generate dsprites --out "$W/ds64.zarr" --resolution 64 --factor-sizes 3,6,10,16,16 --workers 4 >/dev/null 2>"$W/gen-ds.log" &
+[ -d "$W/s3d64.zarr" ] || probe datasets generate shapes3d --out "$W/s3d64.zarr" --resolution 64 --factor-sizes ${S3D_SIZES:-10,10,10,4,4,4} --processes \
   --workers "$(nproc)" >/dev/null 2>"$W/gen-s3d.log" || { tail -5 "$W/gen-s3d.log"; exit 4; }
 wait
 echo "stores rendered in $(( $(date +%s) - t )) s" | tee -a "$OUT/env.txt"
@@ -38,9 +38,13 @@ train() {  # name store [engine]; the vmapped engine's first CUDA run: if it fai
       ${STEPS:+--steps $STEPS} >> "$OUT/log_$name.txt" 2>&1 && return 0
   [ -s "$OUT/long_training_$name.jsonl" ] || [ "$engine" = loop ] || train "$name" "$store" loop
 }
-train shapes3d64 "$W/s3d64.zarr" & A=$!
-train dsprites64 "$W/ds64.zarr" & B=$!
-wait $A; echo "shapes3d64 rc $?"; wait $B; echo "dsprites64 rc $?"
+# a second call on the same warm machine resumes both (the stores and run folders are kept); ONLY=shapes3d64 trains one
+# wait on the training jobs by pid: a bare `wait` would also wait on the endless monitor loop (it did, on 2026-11-26,
+# and held the GPU idle for four minutes until the call's timeout)
+JOBS=()
+if [ "${ONLY:-shapes3d64}" = shapes3d64 ]; then train shapes3d64 "$W/s3d64.zarr" & JOBS+=($!); fi
+if [ "${ONLY:-dsprites64}" = dsprites64 ]; then train dsprites64 "$W/ds64.zarr" & JOBS+=($!); fi
+for pid in "${JOBS[@]}"; do wait "$pid"; echo "job $pid rc $?"; done
 kill $MON 2>/dev/null
 tail -n 3 "$OUT"/log_*.txt
 echo "total $(( $(date +%s) - START )) s"
