@@ -1,16 +1,27 @@
 #!/usr/bin/env bash
-# One device lease (issue 24, items 1 and 5): the training-length hypothesis on one GPU.
-# Renders the Shapes3D-like (10,10,10,4,4,4) and dSprites-like (3,6,10,16,16) grids at 64×64 (the paper's
-# resolution, so w = 1 is Table 2's balance), then trains the β-VAE at Table 2's settings (β 32 / 8, 6 / 5 latents,
-# lr 1e-4, batch 64, fp32), 5 seeds per dataset as one vmapped job, the two jobs side by side on the GPU, extended leg
-# by leg toward 300k steps until DEADLINE_S seconds after this script started. Rows land in $OUT as they are written.
-# usage (device tool, repo root, wheels of zarr/numcodecs/donfig/google-crc32c/dask/partd/locket in .whl):
-#   DEADLINE_S=450 bash benchmarks/gpu_long_training.sh
+# One device lease of issue 24's training-length curves (items 1 and 5), resumable across leases.
+#
+# Trains the β-VAE at Table 2's settings (β 32 / 8, 6 / 5 latents, lr 1e-4, batch 64, fp32) on the Shapes3D-like
+# (10,10,10,4,4,4) and/or dSprites-like (3,6,10,16,16) grid at 64×64 (the paper's resolution, so w = 1 is Table 2's
+# balance), 5 seeds per dataset as one vmapped job (benchmarks/long_training.py), the jobs side by side on the GPU,
+# extended leg by leg toward 300k steps until DEADLINE_S seconds after this script started.
+#
+# A 15-minute lease reaches ≈ 70k steps, the paper trains 300k, so the curves continue over leases: with CARRY
+# (default .gpu-carry, ignored by git, named in the device call's `carry`) holding
+#   CARRY/<job>.zarr.tar.zst       the job's store, rendered on the CPU (renders here otherwise: ≈ 170 s for Shapes3D)
+#   CARRY/<job>_s<seed>.tar        a run folder returned by the previous lease (resumed from its checkpoint)
+# and the lease returns every run folder as $OUT/<job>_s<seed>.tar (≈ 8.3 MB each: weights and Adam state) beside the
+# rows $OUT/long_training_<job>.jsonl and the log. Copy the tars into CARRY for the next lease.
+#
+# usage (device tool, repo root; wheels of zarr/numcodecs/donfig/google-crc32c [+ dask/partd/locket to render] in .whl):
+#   DEADLINE_S=700 ONLY=shapes3d64 STEPS=2000,10000,25000,50000,80000 bash benchmarks/gpu_long_training.sh
 set -u
 START=$(date +%s)
 DEADLINE_AT=$((START + ${DEADLINE_S:-450}))
 OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
 W=${WORK:-/tmp/gpu-work}; mkdir -p "$W"
+CARRY=${CARRY:-.gpu-carry}
+LOG="$OUT/log.txt"
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
   export PYTHONPATH=/tmp/site:$PWD
@@ -20,31 +31,52 @@ fi
 export PYTHONUNBUFFERED=1
 PY=${PY:-python3}
 { date -u +%FT%TZ; git rev-parse HEAD 2>/dev/null; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader;
-  nproc; $PY -c "import torch, zarr, dask; print('torch', torch.__version__, 'zarr', zarr.__version__, 'cuda', torch.cuda.is_available())"; } > "$OUT/env.txt" 2>&1
-cat "$OUT/env.txt"
+  nproc; $PY -c "import torch, zarr; print('torch', torch.__version__, 'zarr', zarr.__version__, 'cuda', torch.cuda.is_available())"; } >> "$LOG" 2>&1
 probe() { $PY -c "import sys; from probe.cli import main; sys.exit(main())" "$@"; }
-t=$(date +%s)
-[ -d "$W/ds64.zarr" ] || probe datasets generate dsprites --out "$W/ds64.zarr" --resolution 64 --factor-sizes 3,6,10,16,16 --workers 4 >/dev/null 2>"$W/gen-ds.log" &
-[ -d "$W/s3d64.zarr" ] || probe datasets generate shapes3d --out "$W/s3d64.zarr" --resolution 64 --factor-sizes ${S3D_SIZES:-10,10,10,4,4,4} --processes \
-  --workers "$(nproc)" >/dev/null 2>"$W/gen-s3d.log" || { tail -5 "$W/gen-s3d.log"; exit 4; }
-wait
-echo "stores rendered in $(( $(date +%s) - t )) s" | tee -a "$OUT/env.txt"
-( while sleep 15; do nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader; done ) > "$OUT/gpu_util.csv" 2>&1 &
-MON=$!
-train() {  # name store [engine]; the vmapped engine's first CUDA run: if it fails before any row, the loop engine
-  local name=$1 store=$2 engine=${3:-${ENGINE:-auto}}
-  $PY benchmarks/long_training.py --store "$store" --model beta-vae --seeds 0,1,2,3,4 --out "$W/runs-$name-$engine" \
-      --rows "$OUT/long_training_$name.jsonl" --deadline-at "$DEADLINE_AT" --tag "$name" --engine "$engine" \
-      ${STEPS:+--steps $STEPS} >> "$OUT/log_$name.txt" 2>&1 && return 0
-  [ -s "$OUT/long_training_$name.jsonl" ] || [ "$engine" = loop ] || train "$name" "$store" loop
+
+JOBS_WANTED=${ONLY:-shapes3d64 dsprites64}
+store_of() { echo "$W/$1.zarr"; }
+prepare() {  # job: its store (from CARRY or rendered) and the run folders the last lease returned
+  local job=$1 store; store=$(store_of "$1")
+  if [ ! -d "$store" ] && [ -f "$CARRY/$job.zarr.tar.zst" ]; then
+    tar -C "$W" --use-compress-program=unzstd -xf "$CARRY/$job.zarr.tar.zst" || return 1
+  fi
+  if [ ! -d "$store" ]; then
+    case $job in
+      shapes3d64) probe datasets generate shapes3d --out "$store" --resolution 64 --factor-sizes 10,10,10,4,4,4 --processes \
+                    --workers "$(nproc)" >/dev/null ;;
+      dsprites64) probe datasets generate dsprites --out "$store" --resolution 64 --factor-sizes 3,6,10,16,16 --workers 4 >/dev/null ;;
+    esac || return 1
+  fi
+  mkdir -p "$W/runs-$job"
+  for t in "$CARRY/${job}"_s*.tar; do [ -f "$t" ] && tar -C "$W/runs-$job" -xf "$t"; done
+  return 0
 }
-# a second call on the same warm machine resumes both (the stores and run folders are kept); ONLY=shapes3d64 trains one
+t=$(date +%s)
+for job in $JOBS_WANTED; do prepare "$job" >> "$LOG" 2>&1 & done; wait
+echo "stores ready in $(( $(date +%s) - t )) s; runs carried in: $(ls "$W"/runs-*/ 2>/dev/null | tr '\n' ' ')" | tee -a "$LOG"
+( while sleep 15; do nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader; done ) >> "$LOG" 2>&1 &
+MON=$!
+train() {  # job [engine]; the vmapped engine's first CUDA run: if it fails before any row, the loop engine
+  local job=$1 engine=${2:-${ENGINE:-auto}} left
+  left=$(( DEADLINE_AT + 20 - $(date +%s) ))   # the leg in flight is cut 20 s after the deadline: the tars still go back
+  timeout "$left" $PY benchmarks/long_training.py --store "$(store_of "$job")" --model beta-vae --seeds 0,1,2,3,4 \
+      --out "$W/runs-$job" --rows "$OUT/long_training_$job.jsonl" --deadline-at "$DEADLINE_AT" --tag "$job" \
+      --engine "$engine" --checkpoint-every 5000 ${STEPS:+--steps $STEPS} >> "$OUT/log_$job.txt" 2>&1 && return 0
+  [ -s "$OUT/long_training_$job.jsonl" ] || [ "$engine" = loop ] || train "$job" loop
+}
 # wait on the training jobs by pid: a bare `wait` would also wait on the endless monitor loop (it did, on 2026-11-26,
 # and held the GPU idle for four minutes until the call's timeout)
-JOBS=()
-if [ "${ONLY:-shapes3d64}" = shapes3d64 ]; then train shapes3d64 "$W/s3d64.zarr" & JOBS+=($!); fi
-if [ "${ONLY:-dsprites64}" = dsprites64 ]; then train dsprites64 "$W/ds64.zarr" & JOBS+=($!); fi
-for pid in "${JOBS[@]}"; do wait "$pid"; echo "job $pid rc $?"; done
+PIDS=()
+for job in $JOBS_WANTED; do train "$job" & PIDS+=($!); done
+for pid in "${PIDS[@]}"; do wait "$pid"; echo "job $pid rc $?" | tee -a "$LOG"; done
 kill $MON 2>/dev/null
-tail -n 3 "$OUT"/log_*.txt
-echo "total $(( $(date +%s) - START )) s"
+for job in $JOBS_WANTED; do
+  for run in "$W/runs-$job"/*/; do
+    [ -f "$run/config.json" ] || continue
+    seed=${run%/}; seed=${seed##*-s}
+    tar -C "$W/runs-$job" -cf "$OUT/${job}_s$seed.tar" "$(basename "$run")"
+  done
+done
+tail -n 2 "$OUT"/log_*.txt
+echo "total $(( $(date +%s) - START )) s" | tee -a "$LOG"

@@ -40,6 +40,8 @@ def main(argv=None) -> None:
     ap.add_argument("--precision", default="fp32", help="fp32, bf16 or auto (the trainer's: bf16 on CUDA)")
     ap.add_argument("--tag", default="")
     ap.add_argument("--rows", default=None, help="the JSON-lines file (default: OUT/curves.jsonl)")
+    ap.add_argument("--checkpoint-every", type=int, default=None,
+                    help="also checkpoint inside a leg (default: at its end only); a leg cut short resumes from here")
     args = ap.parse_args(argv)
 
     import torch
@@ -47,6 +49,7 @@ def main(argv=None) -> None:
     from probe.data import open_store
     from probe.metrics import evaluate_run, small_settings
     from probe.train.batched import train_runs
+    from probe.train.run_folder import RunFolder
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -56,14 +59,22 @@ def main(argv=None) -> None:
     run_dirs = [out / f"{args.model}{'-' + args.tag if args.tag else ''}-s{seed}" for seed in seeds]
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     eval_settings = {**small_settings(), "device": device}
-    done_steps, rate = 0, None  # rate: training steps per second of the whole batched job, measured
-    for steps in [int(s) for s in args.steps.split(",")]:
+    # where the runs stand (a folder carried in from an earlier lease resumes from its checkpoint): the slowest member
+    done_steps = min((RunFolder(d).load_checkpoint()["step"] if RunFolder(d).has_checkpoint else 0) for d in run_dirs)
+    rate = None  # training steps per second of the whole batched job, measured
+    schedule = [int(s) for s in args.steps.split(",")]
+    if done_steps and args.deadline_at is not None:
+        schedule.append(done_steps + 2000)  # a short first leg measures this device's rate before a long one starts
+    for steps in sorted(set(schedule)):
+        if steps <= done_steps:
+            continue
         if args.deadline_at is not None and rate is not None:
             if time.time() + (steps - done_steps) / rate + last_eval_s > args.deadline_at:
                 print(json.dumps({"stopped_before": steps, "elapsed_s": round(time.perf_counter() - T0, 1),
                                   "steps_per_s": round(rate, 1)}), flush=True)
                 break
-        train = {"steps": steps, "checkpoint_every": steps, "log_every": 1000, "precision": args.precision}
+        train = {"steps": steps, "checkpoint_every": min(steps, args.checkpoint_every or steps), "log_every": 1000,
+                 "precision": args.precision}
         if args.batch_size:
             train["batch_size"] = args.batch_size
         configs = [{"model": args.model, "seed": seed, "model_config": model_config, "train": dict(train)}
