@@ -8,9 +8,11 @@
 #
 # A 15-minute lease reaches ≈ 70k steps, the paper trains 300k, so the curves continue over leases: with CARRY
 # (default .gpu-carry, ignored by git, named in the device call's `carry`) holding
-#   CARRY/<job>.zarr.tar.zst       the job's store, rendered on the CPU (renders here otherwise: ≈ 170 s for Shapes3D)
-#   CARRY/<job>_s<seed>.tar        a run folder returned by the previous lease (resumed from its checkpoint)
-# and the lease returns every run folder as $OUT/<job>_s<seed>.tar (≈ 8.3 MB each: weights and Adam state) beside the
+#   CARRY/<job>.zarr.tar.xz        the job's store <job>.zarr, rendered on the CPU (else rendered there: ≈ 170 s for
+#                                  Shapes3D; `tar -C DIR -cf - shapes3d64.zarr | xz -9e -T2 > CARRY/shapes3d64.zarr.tar.xz`:
+#                                  4.8 MB, so the store, 5 run folders, the wheels and the repo fit the 64 MiB carry)
+#   CARRY/<job>_s<seed>.tar.xz     a run folder returned by the previous lease (resumed from its checkpoint)
+# and the lease returns every run folder as $OUT/<job>_s<seed>.tar.xz (≈ 7.5 MB each: weights and Adam state) beside the
 # rows $OUT/long_training_<job>.jsonl and the log. Copy the tars into CARRY for the next lease.
 #
 # usage (device tool, repo root; wheels of zarr/numcodecs/donfig/google-crc32c [+ dask/partd/locket to render] in .whl):
@@ -38,8 +40,9 @@ JOBS_WANTED=${ONLY:-shapes3d64 dsprites64}
 store_of() { echo "$W/$1.zarr"; }
 prepare() {  # job: its store (from CARRY or rendered) and the run folders the last lease returned
   local job=$1 store; store=$(store_of "$1")
-  if [ ! -d "$store" ] && [ -f "$CARRY/$job.zarr.tar.zst" ]; then
-    tar -C "$W" --use-compress-program=unzstd -xf "$CARRY/$job.zarr.tar.zst" || return 1
+  if [ ! -d "$store" ] && [ -f "$CARRY/$job.zarr.tar.xz" ]; then  # Python's lzma: no xz/zstd binary needed there
+    $PY -c "import sys, tarfile; tarfile.open(sys.argv[1], 'r:xz').extractall(sys.argv[2], filter='data')" \
+        "$CARRY/$job.zarr.tar.xz" "$W" || return 1
   fi
   if [ ! -d "$store" ]; then
     case $job in
@@ -49,7 +52,10 @@ prepare() {  # job: its store (from CARRY or rendered) and the run folders the l
     esac || return 1
   fi
   mkdir -p "$W/runs-$job"
-  for t in "$CARRY/${job}"_s*.tar; do [ -f "$t" ] && tar -C "$W/runs-$job" -xf "$t"; done
+  for t in "$CARRY/${job}"_s*.tar.xz; do
+    [ -f "$t" ] && $PY -c "import sys, tarfile; tarfile.open(sys.argv[1], 'r:xz').extractall(sys.argv[2], filter='data')" \
+        "$t" "$W/runs-$job"
+  done
   return 0
 }
 t=$(date +%s)
@@ -57,13 +63,16 @@ for job in $JOBS_WANTED; do prepare "$job" >> "$LOG" 2>&1 & done; wait
 echo "stores ready in $(( $(date +%s) - t )) s; runs carried in: $(ls "$W"/runs-*/ 2>/dev/null | tr '\n' ' ')" | tee -a "$LOG"
 ( while sleep 15; do nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader; done ) >> "$LOG" 2>&1 &
 MON=$!
-train() {  # job [engine]; the vmapped engine's first CUDA run: if it fails before any row, the loop engine
-  local job=$1 engine=${2:-${ENGINE:-auto}} left
+train() {  # job [engine]; if the vmapped engine fails (not the timeout) before any row, the loop engine
+  local job=$1 engine=${2:-${ENGINE:-auto}} left rc
   left=$(( DEADLINE_AT + 20 - $(date +%s) ))   # the leg in flight is cut 20 s after the deadline: the tars still go back
+  [ "$left" -ge 30 ] || { echo "$job: no time left for the $engine engine"; return 1; }  # (`timeout 0` = no limit)
   timeout "$left" $PY benchmarks/long_training.py --store "$(store_of "$job")" --model beta-vae --seeds 0,1,2,3,4 \
       --out "$W/runs-$job" --rows "$OUT/long_training_$job.jsonl" --deadline-at "$DEADLINE_AT" --tag "$job" \
-      --engine "$engine" --checkpoint-every 5000 ${STEPS:+--steps $STEPS} >> "$OUT/log_$job.txt" 2>&1 && return 0
-  [ -s "$OUT/long_training_$job.jsonl" ] || [ "$engine" = loop ] || train "$job" loop
+      --engine "$engine" --checkpoint-every 5000 ${STEPS:+--steps $STEPS} >> "$OUT/log_$job.txt" 2>&1
+  rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ -s "$OUT/long_training_$job.jsonl" ] || [ "$engine" = loop ] || train "$job" loop
+  return $rc
 }
 # wait on the training jobs by pid: a bare `wait` would also wait on the endless monitor loop (it did, on 2026-11-26,
 # and held the GPU idle for four minutes until the call's timeout)
@@ -75,8 +84,10 @@ for job in $JOBS_WANTED; do
   for run in "$W/runs-$job"/*/; do
     [ -f "$run/config.json" ] || continue
     seed=${run%/}; seed=${seed##*-s}
-    tar -C "$W/runs-$job" -cf "$OUT/${job}_s$seed.tar" "$(basename "$run")"
+    $PY -c "import sys, tarfile; tarfile.open(sys.argv[1], 'w:xz').add(sys.argv[2], arcname=sys.argv[3])" \
+        "$OUT/${job}_s$seed.tar.xz" "$run" "$(basename "$run")" &
   done
 done
+wait
 tail -n 2 "$OUT"/log_*.txt
 echo "total $(( $(date +%s) - START )) s" | tee -a "$LOG"
