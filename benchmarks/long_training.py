@@ -6,7 +6,9 @@ the paper trains 300,000 steps at lr 1e-4. This trains all ``--seeds`` of one mo
 every run after each leg (MIG, reconstruction, active latents with the quick sample sizes, and each factor's MI gap
 and carrying latent as ``benchmarks/factor_capture.py``). It stops starting legs when the next one, at the rate
 measured so far, would end after ``--deadline-at`` (a Unix time), so a fixed device lease gives the longest curve
-that fits. ``--precision fp32`` (the default here) keeps the CPU curves' arithmetic; the trainer's CUDA default is bf16. One JSON line per (seed, steps) in ``--out/curves.jsonl``, flushed as written.
+that fits. ``--precision fp32`` (the default here) keeps the CPU curves' arithmetic; the trainer's CUDA default is
+bf16. One JSON line per (seed, steps) in ``--rows`` (default ``--out/curves.jsonl``), flushed as written; run folders
+carried in from an earlier lease resume from their checkpoints (``benchmarks/gpu_long_training.sh``).
 
 usage: python benchmarks/long_training.py --store S.zarr --model beta-vae --seeds 0,1,2,3,4 \
            --steps 5000,10000,20000,40000 --out DIR [--set KEY=VALUE] [--device cuda] [--deadline-at UNIX_TIME]
@@ -89,7 +91,8 @@ def main(argv=None) -> None:
         for seed, run_dir, outcome in zip(seeds, run_dirs, outcomes):
             row = {"model": args.model, "tag": args.tag, "model_config": model_config, "seed": seed, "steps": steps,
                    "device": torch.cuda.get_device_name() if device.startswith("cuda") else "cpu",
-                   "members": len(seeds), "engine": args.engine, "precision": args.precision, "train_leg_s": round(train_s, 1),
+                   "members": len(seeds), "engine": args.engine, "precision": args.precision,
+                   "train_leg_s": round(train_s, 1),
                    "member_steps_per_s": round(rate, 1), "elapsed_s": round(time.perf_counter() - T0, 1)}
             if isinstance(outcome, BaseException):
                 row["error"] = str(outcome)
