@@ -35,14 +35,16 @@ PY=${PY:-python3}
 { date -u +%FT%TZ; git rev-parse HEAD 2>/dev/null; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader;
   nproc; $PY -c "import torch, zarr; print('torch', torch.__version__, 'zarr', zarr.__version__, 'cuda', torch.cuda.is_available())"; } >> "$LOG" 2>&1
 probe() { $PY -c "import sys; from probe.cli import main; sys.exit(main())" "$@"; }
+untar_xz() {  # archive folder: Python's lzma, so no xz binary is needed there
+  $PY -c "import sys, tarfile; tarfile.open(sys.argv[1], 'r:xz').extractall(sys.argv[2], filter='data')" "$1" "$2"
+}
 
 JOBS_WANTED=${ONLY:-shapes3d64 dsprites64}
 store_of() { echo "$W/$1.zarr"; }
 prepare() {  # job: its store (from CARRY or rendered) and the run folders the last lease returned
   local job=$1 store; store=$(store_of "$1")
-  if [ ! -d "$store" ] && [ -f "$CARRY/$job.zarr.tar.xz" ]; then  # Python's lzma: no xz/zstd binary needed there
-    $PY -c "import sys, tarfile; tarfile.open(sys.argv[1], 'r:xz').extractall(sys.argv[2], filter='data')" \
-        "$CARRY/$job.zarr.tar.xz" "$W" || return 1
+  if [ ! -d "$store" ] && [ -f "$CARRY/$job.zarr.tar.xz" ]; then
+    untar_xz "$CARRY/$job.zarr.tar.xz" "$W" || return 1
   fi
   if [ ! -d "$store" ]; then
     case $job in
@@ -52,10 +54,7 @@ prepare() {  # job: its store (from CARRY or rendered) and the run folders the l
     esac || return 1
   fi
   mkdir -p "$W/runs-$job"
-  for t in "$CARRY/${job}"_s*.tar.xz; do
-    [ -f "$t" ] && $PY -c "import sys, tarfile; tarfile.open(sys.argv[1], 'r:xz').extractall(sys.argv[2], filter='data')" \
-        "$t" "$W/runs-$job"
-  done
+  for t in "$CARRY/${job}"_s*.tar.xz; do [ -f "$t" ] && untar_xz "$t" "$W/runs-$job"; done
   return 0
 }
 t=$(date +%s)
