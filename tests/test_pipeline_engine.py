@@ -547,3 +547,116 @@ def test_status_on_damaged_stages_exits_2_with_advice_and_marks_later_stages_sta
     _, reports = run_stages(make_stages(), wd, meta=meta)
     assert [r.cached for r in reports] == [True, False, True] and len(counter()) == calls
     assert run_probe(["pipeline", "status", str(wd)], capsys)[0] == 0
+
+
+# -- stages side by side (an executor with concurrent_stages: dask) -------------------------------------------------
+
+class ThreadedExecutor:
+    """Two workers as threads of this process (the engine's view of a dask cluster): jobs run at the same time."""
+
+    description = "test threads"
+    torch_threads = None
+    workers = 2
+    concurrent_stages = True
+
+    def run(self, specs, local=False):
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+
+        from probe.pipeline.worker import run_task
+
+        with ThreadPoolExecutor(self.workers) as pool:
+            futures = {pool.submit(run_task, spec): spec for spec in specs}
+            for fut in as_completed(futures):
+                try:
+                    yield futures[fut], fut.result()
+                except Exception as exc:  # noqa: BLE001
+                    yield futures[fut], exc
+
+    def close(self):
+        pass
+
+
+MEETING: dict = {}
+
+
+def fake_meet(ctx, *, side, fail=False):
+    """Both sides wait for each other: they pass only if their stages run at the same time."""
+    import threading
+    import time
+
+    MEETING.setdefault("log", []).append(("start", ctx.stage, time.monotonic()))
+    if fail:
+        raise ValueError(f"{side} is broken")
+    MEETING["barrier"].wait()
+    time.sleep(0.2)
+    MEETING["log"].append(("end", ctx.stage, time.monotonic()))
+    return {"side": side, "thread": threading.current_thread().name}
+
+
+def fake_local(ctx):
+    import time
+
+    MEETING.setdefault("log", []).append(("start", ctx.stage, time.monotonic()))
+    return {"ok": True}
+
+
+def side_by_side(fail_left=False, local=None):
+    def meet(side, fail=False):
+        return lambda c: [Job(side, fake_meet, {"side": side, "fail": fail})]
+
+    stages = [Stage("source", {"value": 2}, [], lambda c: [Job("src", fake_source, {"value": c["value"]})]),
+              Stage("left", {}, ["source"], meet("left", fail_left)),
+              Stage("right", {}, ["source"], meet("right")),
+              Stage("join", {}, ["left", "right"], lambda c: [Job("j", fake_flaky, {"i": 1})])]
+    if local:
+        stages.insert(1, local)
+    return stages
+
+
+def test_independent_stages_run_side_by_side_on_a_concurrent_executor(tmp_path, counter):
+    import threading
+
+    from probe.pipeline.executors import DaskExecutor, SynchronousExecutor
+
+    assert DaskExecutor.concurrent_stages and not SynchronousExecutor.concurrent_stages
+    MEETING.clear()
+    MEETING["barrier"] = threading.Barrier(2, timeout=20)
+    results, reports = run_stages(side_by_side(), tmp_path / "wd", executor=ThreadedExecutor())
+    assert [r.name for r in reports] == ["source", "left", "right", "join"]  # reports in the list's order
+    assert results["left"]["jobs"]["left"]["side"] == "left" and results["join"]["jobs"]["j"] == {"i": 1}
+    starts = {stage: t for kind, stage, t in MEETING["log"] if kind == "start"}
+    ends = {stage: t for kind, stage, t in MEETING["log"] if kind == "end"}
+    assert starts["right"] < ends["left"] and starts["left"] < ends["right"]
+    # the same stages one after the other (synchronous executor): the two sides never meet
+    MEETING.clear()
+    MEETING["barrier"] = threading.Barrier(2, timeout=0.5)
+    with pytest.raises(StageFailed, match="left.*BrokenBarrierError"):
+        run_stages(side_by_side(), tmp_path / "sync")
+
+
+def test_a_failed_stage_lets_the_running_ones_finish_and_starts_no_more(tmp_path, counter):
+    import threading
+
+    MEETING.clear()
+    MEETING["barrier"] = threading.Barrier(1, timeout=20)  # right passes alone
+    wd = tmp_path / "wd"
+    with pytest.raises(StageFailed, match="left is broken"):
+        run_stages(side_by_side(fail_left=True), wd, executor=ThreadedExecutor())
+    digests = engine.stage_digests(side_by_side())
+    assert (wd / "right" / digests["right"] / "stage.json").exists()  # finished, kept
+    assert not (wd / "join").exists() and not any("join/" in c for c in counter())
+    results, reports = run_stages(side_by_side(), wd, executor=ThreadedExecutor())
+    assert [r.cached for r in reports] == [True, False, True, False]
+
+
+def test_a_local_stage_runs_alone(tmp_path, counter):
+    import threading
+
+    MEETING.clear()
+    MEETING["barrier"] = threading.Barrier(2, timeout=20)
+    local = Stage("local", {}, ["source"], lambda c: [Job("l", fake_local)], local=True)
+    results, reports = run_stages(side_by_side(local=local), tmp_path / "wd", executor=ThreadedExecutor())
+    starts = {stage: t for kind, stage, t in MEETING["log"] if kind == "start"}
+    # listed before left and right, ready with them: it runs first, and they start only after it
+    assert starts["local"] < min(starts["left"], starts["right"])
+    assert [r.name for r in reports] == ["source", "local", "left", "right", "join"]

@@ -24,7 +24,14 @@ def test_the_control_runs_in_the_modify_pipelines_with_the_manipulations_config(
     stage = _stage(config)
     (job,) = stage.jobs(stage.config)
     assert job.fn is manipulate_random.job_manipulate_random and job.work == 4  # smoke: manipulate's 4 ψ steps
-    assert job.kwargs == {"config": config["manipulate"]["config"], "full_budget": True}
+    assert job.kwargs == {"config": config["manipulate"]["config"], "full_budget": True, "partner": "lowest-mig",
+                          "partner_rotation_deg": 45.0}
+    # it reads the selection, not the learned manipulation: the engine runs it beside manipulate
+    assert _stage_inputs(config, manipulate_random.NAME) == ["store", "select"]
+    control_pipeline = resolve("modify-control", "smoke")
+    (rotated_job,) = _stage(control_pipeline).jobs(_stage(control_pipeline).config)
+    assert rotated_job.kwargs["partner"] == control_pipeline["manipulate"]["partner"] == "rotated"
+    assert rotated_job.kwargs["partner_rotation_deg"] == float(control_pipeline["manipulate"].get("partner_rotation_deg", 45.0))
     control = manipulate_random.control_config(job.kwargs["config"], job.kwargs["full_budget"])
     assert control == {**config["manipulate"]["config"], "freeze_psi": True, "normalise_linf": True}
     manipulate_random.check(config, deep=True)  # the control's manipulation config resolves

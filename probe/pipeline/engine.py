@@ -17,8 +17,13 @@ interrupted forced run never leaves stages computed from the old result beside t
 
 Execution: jobs are dask.distributed tasks (probe.pipeline.executors); ``scheduler="synchronous"``
 runs them in this process, one after the other (debugging, fast tests). A failing job is retried
-once; if it fails again the stage stops with the job's error and its log path. Stages run in order;
-the jobs of one stage run in parallel.
+once; if it fails again the stage stops with the job's error and its log path. The jobs of one stage
+run in parallel. On an executor with ``concurrent_stages`` (dask) every stage whose input stages are
+done runs at once beside the others, so a one-job stage (manipulate, the random-ψ control, noise)
+does not leave the other workers idle. A ``local`` stage (run in this process) runs alone, and holds
+back the stages after it in the list while it waits for the others to finish.
+When a stage fails, no new stage starts, the running ones finish (their jobs are kept), then the
+first failure is raised. On other executors the stages run one after the other, in order.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import queue
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -190,24 +197,71 @@ def _refuse_stale(workdir: Path, plan: dict, forced: set) -> None:
 
 def _run_stages(stages: list[Stage], workdir: Path, digests: dict, forced: set, executor, progress: Progress, leg: Leg,
                 count: int) -> tuple[dict[str, dict], list[StageReport]]:
+    index_of = {s.name: i for i, s in enumerate(stages, start=1)}
+    concurrent = bool(getattr(executor, "concurrent_stages", False))
     results: dict[str, dict] = {}
-    reports: list[StageReport] = []
-    for index, stage in enumerate(stages, start=1):
-        digest = digests[stage.name]
-        jobs = stage.jobs(stage.config)
-        cached = load_stage_result(workdir, stage.name, digest, [j.key for j in jobs])
-        if cached is not None:
-            results[stage.name] = cached
-            reports.append(StageReport(stage.name, digest, len(jobs), cached=True))
-            progress.line(index, count, stage.name, len(jobs), len(jobs), None, "cached", final=True)
-            continue
+    reports: dict[str, StageReport] = {}
+    waiting = list(stages)
+    running: dict[str, Stage] = {}
+    finished: queue.Queue = queue.Queue()
+    failure: BaseException | None = None
+
+    def compute(stage: Stage, jobs: list[Job]):
         inputs = {i: results[i] for i in stage.inputs}
-        input_digests = {i: digests[i] for i in stage.inputs}
-        leg.computing(digest)
-        results[stage.name], report = _run_stage(stage, digest, input_digests, jobs, inputs, workdir, executor,
-                                                 progress, index, count, leg)
-        reports.append(report)
-    return results, reports
+        return _run_stage(stage, digests[stage.name], {i: digests[i] for i in stage.inputs}, jobs, inputs, workdir,
+                          executor, progress, index_of[stage.name], count, leg)
+
+    def in_thread(stage: Stage, jobs: list[Job]) -> None:
+        try:
+            finished.put((stage.name, compute(stage, jobs)))
+        except BaseException as exc:  # noqa: BLE001 - raised by the driver once the running stages are done
+            finished.put((stage.name, exc))
+
+    while True:
+        scan = failure is None
+        while scan:  # start every stage that can start now; a cached one may make later ones ready
+            scan = False
+            for stage in list(waiting):
+                if any(i not in results for i in stage.inputs):
+                    continue
+                jobs = stage.jobs(stage.config)
+                digest = digests[stage.name]
+                cached = load_stage_result(workdir, stage.name, digest, [j.key for j in jobs])
+                if cached is not None:
+                    waiting.remove(stage)
+                    results[stage.name] = cached
+                    reports[stage.name] = StageReport(stage.name, digest, len(jobs), cached=True)
+                    progress.line(index_of[stage.name], count, stage.name, len(jobs), len(jobs), None, "cached",
+                                  final=True)
+                    scan = True
+                    break
+                alone = stage.local or any(r.local for r in running.values())
+                if running and (not concurrent or alone):
+                    break  # the list's order is the priority: a ready stage that must wait holds back later ones
+                waiting.remove(stage)
+                leg.computing(digest)
+                if not concurrent:
+                    results[stage.name], reports[stage.name] = compute(stage, jobs)
+                    scan = True
+                    break
+                running[stage.name] = stage
+                threading.Thread(target=in_thread, args=(stage, jobs), name=f"stage-{stage.name}", daemon=True).start()
+                if stage.local:
+                    break
+        if not running:
+            break
+        name, outcome = finished.get()
+        running.pop(name)
+        if isinstance(outcome, BaseException):
+            failure = failure or outcome
+            if running:
+                log.warning("stage %s failed; waiting for the running stage(s) %s to finish (their jobs are kept)",
+                            name, ", ".join(running))
+        else:
+            results[name], reports[name] = outcome
+    if failure is not None:
+        raise failure
+    return results, [reports[s.name] for s in stages if s.name in reports]
 
 
 def _batched_tasks(specs: list[dict], workers: int) -> list[dict]:

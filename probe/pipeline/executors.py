@@ -19,6 +19,7 @@ class SynchronousExecutor:
     description = "synchronous (in-process)"
     torch_threads = None
     workers = 1
+    concurrent_stages = False   # stages one after the other, in order (probe.pipeline.engine)
 
     def run(self, specs: list[dict], local: bool = False):
         for spec in specs:
@@ -51,7 +52,10 @@ def drop_malloc_trim_threshold() -> None:
 
 
 class DaskExecutor:
-    """dask.distributed: a LocalCluster sized to the machine, or an existing scheduler by address."""
+    """dask.distributed: a LocalCluster sized to the machine, or an existing scheduler by address. ``run`` may be
+    called from several threads at once (the engine runs independent stages side by side)."""
+
+    concurrent_stages = True
 
     def __init__(self, address: str | None = None, workers: int | None = None):
         from distributed import Client, LocalCluster

@@ -10,6 +10,10 @@ and its checks before any work.
     audit       store → plugin-check → restarts → select → manipulate → apply → noise → plugin-train
                 → retrain → evaluate → plugin-evaluate → audit
 
+The arrows are the run order, which is the priority; on dask a stage starts as soon as its input stages are done
+(probe.pipeline.engine), so in modify noise and linear-pca (inputs: store) run beside restarts, and manipulate-random
+(inputs: store, select) beside manipulate.
+
 A stage is one module of probe.pipeline.stages with the face described in probe.pipeline.stages.face (``NAME``,
 ``INPUTS``, ``result``, ``check``, ``stage``). Adding a stage: that module, its table in the pipeline TOML, and its
 line in a graph below. A graph checks, before any work, the pipeline-wide settings and each stage's ``check``, and

@@ -42,6 +42,7 @@ import logging
 import os
 import shutil
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -266,7 +267,8 @@ class Leg:
     """One ``pipeline run`` in a workdir: a run interrupted (killed, a failed job) and run again has several legs,
     and its report gives their total wall time. A leg's record in ``LEGS_FILE`` holds its start, its wall time so far
     and the digests of the stages it computed (not the cached ones); the wall time is rewritten as jobs finish, so a
-    killed leg keeps the time up to its last finished job. The caller holds the workdir lock."""
+    killed leg keeps the time up to its last finished job. The caller holds the workdir lock; stages running side by
+    side tick from their own threads (one write at a time)."""
 
     def __init__(self, workdir: Path):
         self.path = Path(workdir) / LEGS_FILE
@@ -274,21 +276,24 @@ class Leg:
         self.index = len(read_legs(workdir))
         self.record = {"started": now(), "t0": self.t0, "pid": os.getpid(), "host": socket.gethostname(),
                        "wall_time_s": 0.0, "finished": False, "stages": []}
+        self._lock = threading.Lock()
         self.tick()
 
     def computing(self, digest: str) -> None:
         """This leg computes (or continues) the stage with ``digest``."""
-        if digest not in self.record["stages"]:
-            self.record["stages"].append(digest)
+        with self._lock:
+            if digest not in self.record["stages"]:
+                self.record["stages"].append(digest)
         self.tick()
 
     def tick(self, finished: bool = False) -> None:
         from probe.provenance import write_json_atomic
 
-        self.record.update(wall_time_s=time.time() - self.t0, finished=finished)
-        legs = read_legs(self.path.parent)
-        legs[self.index:self.index + 1] = [self.record]
-        write_json_atomic(self.path, legs)
+        with self._lock:
+            self.record.update(wall_time_s=time.time() - self.t0, finished=finished)
+            legs = read_legs(self.path.parent)
+            legs[self.index:self.index + 1] = [self.record]
+            write_json_atomic(self.path, legs)
 
 
 def read_legs(workdir: Path) -> list[dict]:

@@ -39,19 +39,34 @@ def job_manipulate(ctx: JobContext, *, config: dict, figure4: bool, partner: str
     from probe.perturb import train_manipulation
 
     store_path = store.result(ctx.inputs).path
-    chosen = select.result(ctx.inputs)
-    entangled, disentangled = chosen.entangled, chosen.disentangled
-    if partner == "rotated":
-        from probe.perturb.partner import rotated_partner
-
-        entangled = [str(rotated_partner(disentangled[0], ctx.job_dir / "partner", store_path,
-                                         rotation_deg=partner_rotation_deg))]
-        disentangled = disentangled[:1]
+    entangled, disentangled = training_runs(ctx, partner, partner_rotation_deg)
     out = train_manipulation(store_path, entangled, disentangled, ctx.job_dir / "manipulation",
                              config, resume=True, progress=False, device=ctx.device)
     png = make_figure4(store_path, out, ctx.job_dir / "figure4.png") if figure4 else None
     return {**run_record(out), "figure4": str(png) if png else None, "partner": partner, "entangled": entangled,
             "disentangled": disentangled}
+
+
+def training_runs(ctx: JobContext, partner: str, partner_rotation_deg: float) -> tuple[list[str], list[str]]:
+    """(entangled, disentangled) run folders m(w) trains against, from the selection: the selected restarts, or
+    with ``rotated`` the disentangled restart and its rotated partner (written into the job's folder; a
+    deterministic function of that restart, so the random-ψ control builds the same one in its own folder)."""
+    chosen = select.result(ctx.inputs)
+    entangled, disentangled = chosen.entangled, chosen.disentangled
+    if partner == "rotated":
+        from probe.perturb.partner import rotated_partner
+
+        entangled = [str(rotated_partner(disentangled[0], ctx.job_dir / "partner", store.result(ctx.inputs).path,
+                                         rotation_deg=partner_rotation_deg))]
+        disentangled = disentangled[:1]
+    return entangled, disentangled
+
+
+def partner_settings(config: dict) -> dict:
+    """``[manipulate]`` ``partner`` and ``partner_rotation_deg`` with their defaults (the random-ψ control trains
+    against the same runs)."""
+    m = config[NAME]
+    return {"partner": m.get("partner", PARTNERS[0]), "partner_rotation_deg": float(m.get("partner_rotation_deg", 45.0))}
 
 
 def run_record(out) -> dict:

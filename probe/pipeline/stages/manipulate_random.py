@@ -13,7 +13,10 @@ written and nothing is retrained on it; the report stage measures the global-PCA
 
 Why a stage of its own rather than a key of ``manipulate``: ``apply``, ``retrain`` and everything after read
 ``manipulate``'s digest, so a control inside it would retrain every model whenever the control is switched on or off;
-as its own stage it is cached, resumed and switched on its own, and only the report reads it.
+as its own stage it is cached, resumed and switched on its own, and only the report reads it. It reads the selection,
+not the learned manipulation (its ψ is frozen at the seeded initialisation, not taken from ``manipulate``), so on a
+cluster it trains beside ``manipulate`` (probe.pipeline.engine runs independent stages side by side): on the 2-core
+VM the two ran one after the other on one core each, ≈ 1.4 h of the cpu preset with the other core idle.
 
 ``[manipulate-random]``: ``enabled`` (default true in modify.toml), ``full_budget``. The result records the run
 folder, the log, both sides' losses before/after, the coverage and smoothness of m, and the resolved config (its
@@ -26,12 +29,12 @@ import dataclasses
 
 from probe.errors import UserError
 from probe.pipeline.engine import Job, Stage
-from probe.pipeline.stages import manipulate, store
+from probe.pipeline.stages import manipulate, select, store
 from probe.pipeline.stages.face import input_names
 from probe.pipeline.worker import JobContext
 
 NAME = "manipulate-random"
-INPUTS = (store, manipulate)
+INPUTS = (store, select)
 DEFAULTS = {"enabled": False, "full_budget": True}   # a pipeline without the table runs no control
 
 
@@ -53,15 +56,16 @@ def control_config(manipulation_config: dict, full_budget: bool) -> dict:
     return {**manipulation_config, "freeze_psi": True, "normalise_linf": bool(full_budget)}
 
 
-def job_manipulate_random(ctx: JobContext, *, config: dict, full_budget: bool) -> dict:
+def job_manipulate_random(ctx: JobContext, *, config: dict, full_budget: bool, partner: str = "lowest-mig",
+                          partner_rotation_deg: float = 45.0) -> dict:
     from probe.perturb import train_manipulation
 
-    learned = manipulate.result(ctx.inputs)
-    out = train_manipulation(store.result(ctx.inputs).path, learned.entangled, learned.disentangled,
+    entangled, disentangled = manipulate.training_runs(ctx, partner, partner_rotation_deg)
+    out = train_manipulation(store.result(ctx.inputs).path, entangled, disentangled,
                              ctx.job_dir / "manipulation", control_config(config, full_budget), resume=True,
                              progress=False, device=ctx.device)
-    return {**manipulate.run_record(out), "full_budget": bool(full_budget), "entangled": learned.entangled,
-            "disentangled": learned.disentangled}
+    return {**manipulate.run_record(out), "full_budget": bool(full_budget), "entangled": entangled,
+            "disentangled": disentangled}
 
 
 def result(inputs: dict) -> RandomControlResult | None:
@@ -91,9 +95,10 @@ def check(config: dict, *, deep: bool = True) -> None:
 
 def stage(config: dict, meta: dict) -> Stage:
     c = settings(config)
-    # the stage's digest covers the manipulation config it runs (manipulate's digest is among its inputs' too)
-    stage_config = {**c, "config": dict(manipulate.manipulation_config(config))}
+    # the stage's digest covers what it runs: the manipulation's config and the runs it trains against
+    stage_config = {**c, "config": dict(manipulate.manipulation_config(config)), **manipulate.partner_settings(config)}
     return Stage(NAME, stage_config, input_names(INPUTS),
-                 lambda s: [Job(NAME, job_manipulate_random, {"config": dict(s["config"]),
-                                                              "full_budget": s["full_budget"]},
+                 lambda s: [Job(NAME, job_manipulate_random, {"config": dict(s["config"]), "full_budget": s["full_budget"],
+                                                              "partner": s["partner"],
+                                                              "partner_rotation_deg": s["partner_rotation_deg"]},
                                 work=s["config"].get("steps", 1))] if s["enabled"] else [])
