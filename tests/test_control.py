@@ -150,3 +150,14 @@ def test_level1_the_beta_vae_relies_on_the_rotated_store(tmp_path):
     assert level1["label"] == "relies on local structure" and level1["p"] < 0.05, level1
     assert summary["L1"]["status"] == "holds"
     assert run.results["rotated"]["rotation_deg"] == 45.0
+    # the random-ψ control (which does not wait for manipulate) trains against the same rotated partner, built anew
+    import torch
+
+    from probe.train.run_folder import RunFolder
+
+    learned = run.results["manipulate"]["jobs"]["manipulate"]["entangled"]
+    control = run.results["manipulate-random"]["jobs"]["manipulate-random"]["entangled"]
+    assert learned != control and len(learned) == len(control) == 1
+    weights = [RunFolder(d).load_checkpoint()["model"] for d in (learned[0], control[0])]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
