@@ -246,8 +246,6 @@ def _run_stages(stages: list[Stage], workdir: Path, digests: dict, forced: set, 
                     break
                 running[stage.name] = stage
                 threading.Thread(target=in_thread, args=(stage, jobs), name=f"stage-{stage.name}", daemon=True).start()
-                if stage.local:
-                    break
         if not running:
             break
         name, outcome = finished.get()

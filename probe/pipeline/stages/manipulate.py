@@ -20,6 +20,7 @@ from probe.pipeline.worker import JobContext
 NAME = "manipulate"
 INPUTS = (store, select)
 PARTNERS = ("lowest-mig", "rotated")
+ROTATION_DEG = 45.0            # the rotated partner's default angle (partner_rotation_deg)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,8 +34,8 @@ class ManipulateResult:
     record: dict                 # the whole result (the report inputs' ``manipulation`` entry)
 
 
-def job_manipulate(ctx: JobContext, *, config: dict, figure4: bool, partner: str = "lowest-mig",
-                   partner_rotation_deg: float = 45.0) -> dict:
+def job_manipulate(ctx: JobContext, *, config: dict, figure4: bool, partner: str = PARTNERS[0],
+                   partner_rotation_deg: float = ROTATION_DEG) -> dict:
     from probe.perturb import figure4 as make_figure4
     from probe.perturb import train_manipulation
 
@@ -66,7 +67,7 @@ def partner_settings(config: dict) -> dict:
     """``[manipulate]`` ``partner`` and ``partner_rotation_deg`` with their defaults (the random-ψ control trains
     against the same runs)."""
     m = config[NAME]
-    return {"partner": m.get("partner", PARTNERS[0]), "partner_rotation_deg": float(m.get("partner_rotation_deg", 45.0))}
+    return {"partner": m.get("partner", PARTNERS[0]), "partner_rotation_deg": float(m.get("partner_rotation_deg", ROTATION_DEG))}
 
 
 def run_record(out) -> dict:
@@ -100,11 +101,11 @@ def check(config: dict, *, deep: bool = True) -> None:
     """The ``[manipulate]`` keys this stage reads besides ``config``; with ``deep``, ``config`` itself
     (probe.perturb resolves it)."""
     m = config[NAME]
-    if m.get("partner", "lowest-mig") not in PARTNERS:
+    if m.get("partner", PARTNERS[0]) not in PARTNERS:
         raise UserError(f"{NAME}.partner must be one of {', '.join(PARTNERS)}, got {m.get('partner')!r}")
-    if m.get("partner", "lowest-mig") == "rotated":
+    if m.get("partner", PARTNERS[0]) == "rotated":
         try:
-            float(m.get("partner_rotation_deg", 45.0))
+            float(m.get("partner_rotation_deg", ROTATION_DEG))
         except (TypeError, ValueError):
             raise UserError(f"{NAME}.partner_rotation_deg must be a number, got {m.get('partner_rotation_deg')!r}") from None
     if deep:

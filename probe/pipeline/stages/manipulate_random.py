@@ -56,8 +56,8 @@ def control_config(manipulation_config: dict, full_budget: bool) -> dict:
     return {**manipulation_config, "freeze_psi": True, "normalise_linf": bool(full_budget)}
 
 
-def job_manipulate_random(ctx: JobContext, *, config: dict, full_budget: bool, partner: str = "lowest-mig",
-                          partner_rotation_deg: float = 45.0) -> dict:
+def job_manipulate_random(ctx: JobContext, *, config: dict, full_budget: bool, partner: str,
+                          partner_rotation_deg: float) -> dict:
     from probe.perturb import train_manipulation
 
     entangled, disentangled = manipulate.training_runs(ctx, partner, partner_rotation_deg)
