@@ -4,9 +4,11 @@ and the config layer (presets, --set). Real stages are exercised in test_pipelin
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -588,9 +590,27 @@ def fake_meet(ctx, *, side, fail=False):
     if fail:
         raise ValueError(f"{side} is broken")
     MEETING["barrier"].wait()
+    # both sides write while the other is running: each line must land in its own job's log
+    print(f"{side} prints")
+    sys.stderr.write(f"{side} writes to stderr\n")
+    logging.getLogger("probe.test").warning(f"{side} logs")
     time.sleep(0.2)
     MEETING["log"].append(("end", ctx.stage, time.monotonic()))
     return {"side": side, "thread": threading.current_thread().name}
+
+
+def test_side_by_side_jobs_in_one_process_write_their_own_logs(tmp_path, counter):
+    """Jobs that overlap in threads of one worker process (a dask worker with nthreads > 1) keep their output
+    apart, and the process's stdout / stderr are what they were once they end."""
+    stdout, stderr = sys.stdout, sys.stderr
+    MEETING.clear()
+    MEETING["barrier"] = threading.Barrier(2, timeout=20)
+    run_stages(side_by_side(), tmp_path / "wd", executor=ThreadedExecutor())
+    assert sys.stdout is stdout and sys.stderr is stderr
+    for side, other in (("left", "right"), ("right", "left")):
+        log = (tmp_path / "wd" / "logs" / side / f"{side}.log").read_text()
+        assert f"{side} prints" in log and f"{side} writes to stderr" in log and f"{side} logs" in log
+        assert other not in log
 
 
 def fake_local(ctx):

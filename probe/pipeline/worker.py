@@ -12,6 +12,8 @@ import json
 import logging
 import os
 import socket
+import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -73,18 +75,67 @@ def _set_torch_threads(spec: dict) -> None:
             pass
 
 
+class _ThreadRoutedStream:
+    """Stands in for sys.stdout / sys.stderr while jobs run: each thread that runs a job writes into its own job's
+    log, every other thread into the stream this replaced. A worker process can run several jobs at once in threads
+    (a `dask worker` with nthreads > 1, the engine's tests), and contextlib.redirect_stdout swaps a process-wide
+    name: two overlapping jobs would write into each other's logs and the later one would restore the earlier
+    one's (closed) log file as sys.stderr."""
+
+    def __init__(self, original):
+        self.original = original
+        self.routes: dict[int, object] = {}  # thread ident -> that thread's job log
+
+    def _target(self):
+        return self.routes.get(threading.get_ident(), self.original)
+
+    def write(self, text):
+        return self._target().write(text)
+
+    def flush(self):
+        return self._target().flush()
+
+    def __getattr__(self, name):  # isatty, fileno, encoding, ... of the stream this thread writes to
+        return getattr(self._target(), name)
+
+
+_ROUTING_LOCK = threading.Lock()
+_ROUTING: dict = {"jobs": 0, "streams": None}
+
+
 @contextlib.contextmanager
 def _logging_to(logf):
-    """stdout, stderr and the logging module into the job's log file."""
+    """This thread's stdout, stderr and logging records into the job's log file; other threads' output is left
+    where it was going."""
+    thread = threading.get_ident()
+    with _ROUTING_LOCK:
+        if _ROUTING["jobs"] == 0:
+            _ROUTING["streams"] = (_ThreadRoutedStream(sys.stdout), _ThreadRoutedStream(sys.stderr))
+            sys.stdout, sys.stderr = _ROUTING["streams"]
+        _ROUTING["jobs"] += 1
+        streams = _ROUTING["streams"]
+        for stream in streams:
+            stream.routes[thread] = logf
     root = logging.getLogger()
     handler = logging.StreamHandler(logf)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(lambda record: record.thread == thread)
     root.addHandler(handler)
     try:
-        with contextlib.redirect_stdout(logf), contextlib.redirect_stderr(logf):
-            yield
+        yield
     finally:
         root.removeHandler(handler)
+        with _ROUTING_LOCK:
+            for stream in streams:
+                stream.routes.pop(thread, None)
+            _ROUTING["jobs"] -= 1
+            if _ROUTING["jobs"] == 0:
+                # put back what was there, unless someone else has replaced our streams meanwhile
+                if sys.stdout is streams[0]:
+                    sys.stdout = streams[0].original
+                if sys.stderr is streams[1]:
+                    sys.stderr = streams[1].original
+                _ROUTING["streams"] = None
 
 
 def _record(spec: dict, obj: dict) -> dict:
