@@ -8,6 +8,9 @@ MIG's own sample (``draw_train_test`` with the evaluation seed, 20-bin histogram
 
 usage: python benchmarks/factor_capture.py WORKDIR [--model beta-vae] [--num-train 2000] [--seed 0] [--json OUT]
        [--order FACTOR_NAME]
+       python benchmarks/factor_capture.py --run RUN_DIR [--run RUN_DIR ...] --store STORE [--num-train ...]
+  (``--run``: run folders on one store, finished or not: an unfinished one is measured at its latest checkpoint,
+  e.g. a learning curve's run between legs or a pipeline's retrained run before its evaluate stage)
 """
 
 from __future__ import annotations
@@ -24,19 +27,21 @@ from probe.metrics.sampler import draw_train_test
 from probe.report.schema import load_inputs, resolve_path
 
 
-def latent_factor_mi(run_dir, store, num_train: int, seed: int) -> tuple[np.ndarray, dict, np.ndarray]:
+def latent_factor_mi(run_dir, store, num_train: int, seed: int, allow_incomplete: bool = False
+                     ) -> tuple[np.ndarray, dict, np.ndarray]:
     """(factors, the encoder's output, normalised MI [latents, factors]) of one run on MIG's sample and binning."""
-    from probe.train import run_encoder
+    from probe.train import load_run, model_encoder
 
     factors, _ = draw_train_test(np.asarray(store.factor_sizes), num_train, 1, seed, 16)
-    out = run_encoder(run_dir).encode(store.read(store.index_of(factors)))
+    model, config = load_run(run_dir, allow_incomplete=allow_incomplete)
+    out = model_encoder(model, "cpu", 2048, config).encode(store.read(store.index_of(factors)))
     mi = discrete_mutual_info(histogram_discretize(out["codes"], 20), factors) / discrete_entropy(factors)[None, :]
     return factors, out, mi
 
 
-def factor_capture(run_dir, store, num_train: int, seed: int) -> dict:
+def factor_capture(run_dir, store, num_train: int, seed: int, allow_incomplete: bool = False) -> dict:
     """Per-factor normalised MI gap and carrying latent of one run (MIG's sample and binning)."""
-    factors, out, mi = latent_factor_mi(run_dir, store, num_train, seed)
+    factors, out, mi = latent_factor_mi(run_dir, store, num_train, seed, allow_incomplete)
     codes = out["codes"]
     order = np.sort(mi, axis=0)[::-1]
     # the order of the factor's classes along the latent that carries it (class means of that latent): a circular
@@ -53,7 +58,9 @@ def factor_capture(run_dir, store, num_train: int, seed: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("workdir")
+    parser.add_argument("workdir", nargs="?", help="a pipeline workdir with report_inputs.json")
+    parser.add_argument("--run", action="append", default=[], help="a run folder (instead of WORKDIR; repeatable)")
+    parser.add_argument("--store", default=None, help="the store the --run folders trained on")
     parser.add_argument("--model", default="beta-vae")
     parser.add_argument("--num-train", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
@@ -61,6 +68,16 @@ def main() -> None:
     parser.add_argument("--order", default=None, help="also print, for this factor name, the order of its classes "
                                                       "along the latent that carries it")
     args = parser.parse_args()
+    if args.run:
+        if not args.store or args.workdir:
+            parser.error("--run needs --store and no WORKDIR")
+        store = open_store(args.store)
+        for run_dir in args.run:
+            row = {"run": run_dir, **factor_capture(run_dir, store, args.num_train, args.seed, allow_incomplete=True)}
+            print(json.dumps({k: row[k] for k in ("run", "mig", "active", "gap", "latent")}), flush=True)
+        return
+    if not args.workdir:
+        parser.error("give a WORKDIR or --run ... --store")
     inputs = load_inputs(args.workdir)
     stores = {v: open_store(resolve_path(inputs, s["path"])) for v, s in inputs["stores"].items()}
     names = stores["orig"].factor_names
