@@ -17,16 +17,33 @@ ORIG = [0.60, 0.62, 0.58, 0.61, 0.59]
 
 
 def test_fewer_active_latents_than_factors_is_outside_the_regime():
-    gate = regime_gate([2, 2, 3, 2, 2], 6)
+    gate = regime_gate(6, active=[2, 2, 3, 2, 2])
     assert gate["status"] == "failed"
-    assert gate["label"] == "outside the paper's regime (2 of 6 factors encoded)"
-    assert "5 orig runs" in gate["reason"] and gate["median"] == 2
-    # more active latents than factors still encode the n factors: passed
-    assert regime_gate([8, 10, 9], 6)["status"] == "passed"
-    # unknown counts (no posterior variance) or an unknown number of factors: not gated, and said so
-    unknown = regime_gate([None, None], 6, missing="no posterior variance")
+    assert gate["label"] == "outside the paper's regime (2 of 6 latents active)"
+    assert "5 orig runs" in gate["reason"] and gate["checks"]["active"]["median"] == 2
+    # more active latents than factors: passed
+    assert regime_gate(6, active=[8, 10, 9])["status"] == "passed"
+    # unknown counts (no posterior variance, runs not encoded) or an unknown number of factors: not gated, and said so
+    unknown = regime_gate(6, active=[None, None], missing="no posterior variance")
     assert unknown["status"] == "not checked" and unknown["reason"] == "not gated (no posterior variance)"
-    assert regime_gate([2, 2], None)["status"] == "not checked"
+    assert regime_gate(None, active=[2, 2])["status"] == "not checked"
+
+
+def test_active_latents_that_leave_factors_out_are_outside_the_regime():
+    # every latent active, but the factors encoded are the hues only: the case the active-latent count alone passed
+    gate = regime_gate(6, active=[6, 6, 5, 6, 6], captured=[3, 3, 4, 3, 3])
+    assert gate["status"] == "failed" and gate["outcome"] == "outside-regime"
+    assert gate["label"] == "outside the paper's regime (3 of 6 factors encoded)"
+    assert gate["checks"]["active"]["passed"] and not gate["checks"]["captured"]["passed"]
+    assert "median 3 factors with a latent holding ≥ 0.2" in gate["reason"]
+    assert "median 6 active latents" in gate["reason"]  # the count that passed is named too
+    both = regime_gate(6, active=[5, 5, 4, 5, 5], captured=[4, 3, 3, 3, 3])
+    assert both["label"] == "outside the paper's regime (3 of 6 factors encoded, 5 of 6 latents active)"
+    # a model without a posterior variance is gated by its encoded factors alone
+    assert regime_gate(6, active=[None] * 3, captured=[6, 6, 5])["status"] == "passed"
+    assert regime_gate(6, captured=[2, 2, 3])["label"] == "outside the paper's regime (2 of 6 factors encoded)"
+    passed = regime_gate(2, active=[2, 2, 2], captured=[2, 2, 2])
+    assert passed["status"] == "passed" and set(passed["checks"]) == {"active", "captured"}
 
 
 def test_collapsed_noise_run_fails_the_noise_control_and_gets_no_verdict():
@@ -41,7 +58,7 @@ def test_collapsed_noise_run_fails_the_noise_control_and_gets_no_verdict():
     # the rule alone would say "no drop larger than 25 %" here; the gate replaces it
     unchanged = [0.61, 0.60, 0.59, 0.62, 0.58]
     assert verdict(ORIG, unchanged, collapsed)["label"] == "no drop larger than 25 %"
-    chosen = failed_gate([regime_gate([10] * 5, 6), gate])
+    chosen = failed_gate([regime_gate(6, active=[10] * 5), gate])
     assert chosen["label"] == "noise control failed" and chosen["outcome"] == "noise-control-failed"
     assert noise_gate(ORIG, [], None)["status"] == "not checked"
 
@@ -49,7 +66,7 @@ def test_collapsed_noise_run_fails_the_noise_control_and_gets_no_verdict():
 def test_clean_case_passes_the_gates_and_relies_on_local_structure():
     mod = [0.20, 0.22, 0.18, 0.21, 0.19]
     noise = [0.57, 0.60, 0.58, 0.59, 0.56]
-    gates = [regime_gate([10, 10, 10, 10, 10], 6), noise_gate(ORIG, noise, [10, 10, 9, 10, 10])]
+    gates = [regime_gate(6, active=[10] * 5, captured=[6] * 5), noise_gate(ORIG, noise, [10, 10, 9, 10, 10])]
     assert [g["status"] for g in gates] == ["passed", "passed"] and failed_gate(gates) is None
     v = verdict(ORIG, mod, noise, p_adjusted=holm_adjust([1e-6, 0.5])[0], family_size=2)
     assert v["label"] == "relies on local structure" and v["outcome"] == "relies"
@@ -122,7 +139,7 @@ def test_report_gates_label_models_instead_of_verdicts(tmp_path):
     md = out["markdown"].read_text()
     models = json.loads(out["summary"].read_text())["datasets"][0]["models"]
     assert models["beta-vae"]["label"] == "noise control failed"
-    assert models["ae"]["label"] == "outside the paper's regime (2 of 6 factors encoded)"
+    assert models["ae"]["label"] == "outside the paper's regime (2 of 6 latents active)"
     assert models["pcl"]["gates"]["regime"]["status"] == "not checked"
     # an inputs file without the report stage's factor capture (schema 1): pcl is not gated, and the reason says why
     reason = models["pcl"]["gates"]["regime"]["reason"]

@@ -219,8 +219,9 @@ def model_verdict(runs: list[dict], model: str, metric: str, *, seed: int = 0, n
     """The report's verdict (probe.report.stats.verdict) for one model on one metric, with the group
     statistics and the effect size Δ_mod (absolute and relative to mean(orig)). The report's validity gates
     (probe.report.gates) come first: a model whose orig runs keep fewer active latents than the ``num_factors``
-    factors, or that noise alone breaks, gets the gate's label instead of a verdict. (A model without a posterior
-    variance is not regime-gated here: the audit does not encode its runs for the per-factor capture.)"""
+    factors, or that noise alone breaks, gets the gate's label instead of a verdict. (The audit does not encode its
+    runs for the per-factor capture, so its regime gate reads the active latents only, and a model without a
+    posterior variance is not regime-gated here.)"""
     from probe.report.gates import failed_gate, noise_gate, regime_gate
     from probe.report.inputs import active_latent_count, values_by_group
     from probe.report.stats import verdict
@@ -233,7 +234,7 @@ def model_verdict(runs: list[dict], model: str, metric: str, *, seed: int = 0, n
                 "to_noise": None, "relative_change": None}
     out = verdict(orig, mod, noise or None, seed=seed)
     mine = [r for r in runs if r["model"] == model]
-    gates = [regime_gate([active_latent_count(r) for r in mine if r["variant"] == "orig"], num_factors),
+    gates = [regime_gate(num_factors, active=[active_latent_count(r) for r in mine if r["variant"] == "orig"]),
              noise_gate(orig, noise, [active_latent_count(r) for r in mine if r["variant"] == "noise"])]
     out["gates"] = gates
     stopped = failed_gate(gates)
