@@ -87,22 +87,20 @@ def regime_gate(num_factors: int | None, *, active=(), captured=(), missing: str
     if not out["checks"]:
         return {**out, "status": "not checked", "reason": f"not gated ({missing})"}
 
-    def where(name, check):
+    def where(check, outcome):
         runs = check["runs"]
-        return f"median {_number(check['median'])} {check['measure']} over {runs} orig run{'s' if runs != 1 else ''}"
+        return (f"median {_number(check['median'])} {check['measure']} over {runs} orig run{'s' if runs != 1 else ''}"
+                f", {outcome} the {num_factors} factors")
 
     failed = {k: c for k, c in out["checks"].items() if not c["passed"]}
+    passed = [where(c, "at least") for c in out["checks"].values() if c["passed"]]
     if failed:
-        # more active latents than factors still encode only n: the label's k never exceeds n
-        counts = ", ".join(f"{_number(min(c['median'], num_factors))} of {num_factors} {wording[k][0]}"
-                           for k, c in failed.items())
-        reason = "; ".join(f"{where(k, c)}, fewer than the {num_factors} factors" for k, c in failed.items())
-        passed = [f"{where(k, c)}, at least the {num_factors} factors" for k, c in out["checks"].items()
-                  if c["passed"]]
+        # a failed median is below n, so it is the k of "k of n" as it stands
+        counts = ", ".join(f"{_number(c['median'])} of {num_factors} {wording[k][0]}" for k, c in failed.items())
+        reason = "; ".join(where(c, "fewer than") for c in failed.values())
         return {**out, "status": "failed", "outcome": "outside-regime", "label": f"{REGIME_LABEL} ({counts})",
                 "reason": reason + "".join(f" (while {p})" for p in passed)}
-    return {**out, "status": "passed",
-            "reason": "; ".join(f"{where(k, c)}, at least the {num_factors} factors" for k, c in out["checks"].items())}
+    return {**out, "status": "passed", "reason": "; ".join(passed)}
 
 
 def noise_gate(orig, noise, noise_active=None, *, margin: float = MARGIN) -> dict:
