@@ -359,3 +359,25 @@ def test_new_manipulation_settings_resolve_and_list_their_deviations():
     old = {k: v for k, v in cfg.items() if k not in ("upsample", "freeze_psi", "normalise_linf")}
     assert _identity_of({"config": old}) == _identity_of({"config": cfg})
     assert _identity_of({"config": {**cfg, "upsample": "resize"}}) != _identity_of({"config": cfg})
+
+
+def test_coverage_from_a_sample_of_images_estimates_the_whole_set():
+    # m = relu(w_0)·pattern on a 40 × 25 grid: exactly 19/40 of the images have w_0 > 0 (|m|∞ = w_0 ≥ 0.05 there)
+    from probe.perturb.manipulation import manipulation_coverage
+
+    sizes = [40, 25]
+    factors = np.array([[i, j] for i in range(40) for j in range(25)])
+    w = normalised_factors(factors, sizes)
+    whole = manipulation_coverage(_ConstructedManipulation(), w, factors=factors, factor_sizes=sizes, sample=None)
+    assert whole["num_images"] == whole["of_images"] == 1000
+    assert whole["fraction_covered"] == pytest.approx(19 / 40)
+    part = manipulation_coverage(_ConstructedManipulation(), w, factors=factors, factor_sizes=sizes, sample=400,
+                                 pairs=300, factor_pairs=200)
+    assert part["num_images"] == 400 and part["of_images"] == 1000 and part["pairs"] == 300
+    # a sample of 400 without replacement from 1,000: SD of the fraction ≈ 0.019; 4 SD
+    assert part["fraction_covered"] == pytest.approx(19 / 40, abs=0.08)
+    assert part["variation"]["per_factor_rms"][1] == 0.0 and part["variation"]["per_factor_rms"][0] > 0.0
+    # the same seed draws the same sample
+    again = manipulation_coverage(_ConstructedManipulation(), w, factors=factors, factor_sizes=sizes, sample=400,
+                                  pairs=300, factor_pairs=200)
+    assert again == part
