@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
+from collections import deque
 
 from probe.errors import UserError
 from probe.pipeline.worker import run_task
@@ -53,9 +55,18 @@ def drop_malloc_trim_threshold() -> None:
 
 class DaskExecutor:
     """dask.distributed: a LocalCluster sized to the machine, or an existing scheduler by address. ``run`` may be
-    called from several threads at once (the engine runs independent stages side by side)."""
+    called from several threads at once (the engine runs independent stages side by side).
+
+    No more tasks are in the cluster at once than it has worker threads; the rest wait here. dask places a task
+    that has no dependencies on an idle worker if there is one, else on the worker with the least estimated
+    occupancy, and a job it has never timed counts as 0.5 s: a long job submitted while every worker was busy
+    queued behind another long job on one worker while the other worker went idle a second later, and work
+    stealing did not move it (quick Shapes3D, session 18: the random-ψ control waited 17 min behind manipulate;
+    tests/test_pipeline_executors.py reproduces it with sleeps). Holding tasks back until a thread is free makes
+    every submission land on an idle worker."""
 
     concurrent_stages = True
+    CAPACITY_REFRESH_S = 10.0   # an external cluster may gain or lose workers
 
     def __init__(self, address: str | None = None, workers: int | None = None):
         from distributed import Client, LocalCluster
@@ -78,23 +89,58 @@ class DaskExecutor:
                                         dashboard_address=None, silence_logs=logging.ERROR)
             self.client = Client(self.cluster)
             self.description = f"LocalCluster {n_workers} worker(s) × {threads} torch thread(s)"
+        self._slots = threading.Condition()   # guards _in_flight; notified whenever a task finishes
+        self._in_flight = 0
+        self._capacity = (0, float("-inf"))   # (worker threads, when read)
+
+    def capacity(self) -> int:
+        """Worker threads in the cluster (at least 1): a LocalCluster's are fixed; an external one's are re-read
+        every ``CAPACITY_REFRESH_S``."""
+        threads, read_at = self._capacity
+        if self.cluster is not None and threads:
+            return threads
+        if time.monotonic() - read_at > self.CAPACITY_REFRESH_S:
+            with contextlib.suppress(Exception):
+                threads = sum(self.client.nthreads().values())
+            self._capacity = (max(1, threads), time.monotonic())
+        return self._capacity[0]
+
+    def _finished(self, _future) -> None:
+        with self._slots:
+            self._in_flight -= 1
+            self._slots.notify_all()
 
     def run(self, specs: list[dict], local: bool = False):
-        from distributed import as_completed
-
         if local:
             yield from SynchronousExecutor().run(specs)
             return
-        futures = {}
-        for spec in specs:
-            fut = self.client.submit(run_task, spec, pure=False, key=f"{spec['stage']}-{spec['key']}-{time.time_ns()}")
-            futures[fut] = spec
-        for fut in as_completed(list(futures)):
-            spec = futures[fut]
-            try:
-                yield spec, fut.result()
-            except Exception as exc:  # noqa: BLE001
-                yield spec, exc
+        waiting = deque(specs)
+        futures: dict = {}
+        while waiting or futures:
+            capacity = self.capacity()   # outside the lock: it may ask the scheduler, whose thread runs _finished
+            with self._slots:
+                while True:
+                    # a future is done before its callback runs, and the callback needs this lock: nothing that
+                    # finishes between these checks and wait() can be missed
+                    done = [fut for fut in futures if fut.done()]
+                    free = capacity - self._in_flight
+                    if done or (waiting and free > 0):
+                        break
+                    if not self._slots.wait(timeout=self.CAPACITY_REFRESH_S) and self.cluster is None:
+                        break   # re-read an external cluster's size
+                ready = [waiting.popleft() for _ in range(min(max(free, 0), len(waiting)))]
+                self._in_flight += len(ready)
+            for spec in ready:
+                fut = self.client.submit(run_task, spec, pure=False,
+                                         key=f"{spec['stage']}-{spec['key']}-{time.time_ns()}")
+                futures[fut] = spec
+                fut.add_done_callback(self._finished)
+            for fut in done:
+                spec = futures.pop(fut)
+                try:
+                    yield spec, fut.result()
+                except Exception as exc:  # noqa: BLE001
+                    yield spec, exc
 
     def close(self):
         with contextlib.suppress(Exception):
