@@ -456,6 +456,11 @@ def test_coverage_line_prints_what_exists():
     line = _coverage_line({"linf_quantiles": {"p50": 0.2}, "variation": {"rms_mean": None, "mean_pairwise_rms": 0.5}})
     assert line == "median |m|∞ 0.200; variation across the factor space: mean pairwise rms 0.5."
     assert "no known keys" in _coverage_line({"something_else": 1})
+    # estimated on a sample of the store's images (probe.perturb.manipulation.COVERAGE_SAMPLE): the line says so
+    assert _coverage_line({"threshold": 0.05, "fraction_covered": 0.25, "num_images": 8192, "of_images": 64000}) == \
+        "m(w) is non-zero (|m|∞ ≥ 0.05) on 25.0 % of the images (a random sample of 8192 of the 64000 images)."
+    assert _coverage_line({"threshold": 0.05, "fraction_covered": 0.25, "num_images": 96, "of_images": 96}) == \
+        "m(w) is non-zero (|m|∞ ≥ 0.05) on 25.0 % of the images (96 images)."
 
 
 def test_figures_with_many_models_stay_readable(tmp_path):

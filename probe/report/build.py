@@ -917,9 +917,11 @@ def _coverage_line(coverage: dict) -> str:
     if covered is None and coverage.get("fraction_small") is not None:
         covered = 1 - float(coverage["fraction_small"])
     if covered is not None:
-        n = coverage.get("num_images")
+        n, of = coverage.get("num_images"), coverage.get("of_images")
+        sample = (f" (a random sample of {n} of the {of} images)" if of is not None and n is not None and n < of
+                  else f" ({n} images)" if n is not None else "")
         parts.append(f"m(w) is non-zero (|m|∞ ≥ {threshold}) on {_number(100 * float(covered), '.1f')} % of the images"
-                     + (f" ({n} images)" if n is not None else ""))
+                     + sample)
     q = coverage.get("linf_quantiles") or {}
     if isinstance(q, dict) and q:
         named = [f"{_percentile_name(k)} {_number(v, '.3f')}" for k, v in q.items()
