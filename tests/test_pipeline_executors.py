@@ -59,3 +59,30 @@ def test_a_job_submitted_while_all_workers_are_busy_starts_on_the_first_worker_t
     assert first["pid"] != second["pid"]
     assert second["start"] < first["end"] - 1.0, "the second long job waited for the first"
     assert second["start"] >= results["linear-pca"]["end"] - 0.5   # ... and took the thread the short job freed
+
+
+def test_capacity_is_the_local_workers_or_the_external_clusters_threads_re_read(monkeypatch):
+    from probe.pipeline.executors import DaskExecutor
+
+    local = DaskExecutor.__new__(DaskExecutor)
+    local.cluster, local.workers = object(), 3          # a LocalCluster of 3 one-thread workers, registered or not
+    assert local.capacity() == 3
+
+    class Client:
+        threads = {"tcp://a": 4, "tcp://b": 2}
+
+        def nthreads(self):
+            return dict(self.threads)
+
+    external = DaskExecutor.__new__(DaskExecutor)
+    external.cluster, external.client, external._capacity = None, Client(), (0, float("-inf"))
+    clock = [1000.0]
+    monkeypatch.setattr("probe.pipeline.executors.time.monotonic", lambda: clock[0])
+    assert external.capacity() == 6
+    external.client.threads = {"tcp://a": 4}              # a worker left: seen after CAPACITY_REFRESH_S, not before
+    assert external.capacity() == 6
+    clock[0] += DaskExecutor.CAPACITY_REFRESH_S + 1
+    assert external.capacity() == 4
+    external.client.threads = {}
+    clock[0] += DaskExecutor.CAPACITY_REFRESH_S + 1
+    assert external.capacity() == 1                       # never 0: a task still waits for a worker at the scheduler

@@ -94,11 +94,11 @@ class DaskExecutor:
         self._capacity = (0, float("-inf"))   # (worker threads, when read)
 
     def capacity(self) -> int:
-        """Worker threads in the cluster (at least 1): a LocalCluster's are fixed; an external one's are re-read
-        every ``CAPACITY_REFRESH_S``."""
+        """Worker threads in the cluster (at least 1): a LocalCluster's are the workers it was built with (one thread
+        each), whether or not they have all registered yet; an external one's are re-read every ``CAPACITY_REFRESH_S``."""
+        if self.cluster is not None:
+            return self.workers
         threads, read_at = self._capacity
-        if self.cluster is not None and threads:
-            return threads
         if time.monotonic() - read_at > self.CAPACITY_REFRESH_S:
             with contextlib.suppress(Exception):
                 threads = sum(self.client.nthreads().values())
