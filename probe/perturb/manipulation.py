@@ -98,7 +98,12 @@ class ResizeConvDecoder(nn.Module):
         glorot_init(self)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return self.deconv(self.dense(z).view(-1, 64, 4, 4))
+        # Channels-last memory order inside the stack: oneDNN's resize + replicate-pad + 3×3 convolutions run 2.2× faster
+        # on it (one thread, 2,000 renders: 5.2 → 2.3 s; apply renders every image of a store). Same values up to float
+        # summation order (≈ 3e-7); what forward returns is laid out as before. (The VAEs' transposed-convolution decoders
+        # gained nothing from it in a training step: measured, left as they are.)
+        h = self.dense(z).view(-1, 64, 4, 4).contiguous(memory_format=torch.channels_last)
+        return self.deconv(h).contiguous()
 
 
 def make_renderer(image_shape: tuple[int, int, int], num_latent: int, upsample: str = "transposed") -> nn.Module:
