@@ -304,7 +304,7 @@ def test_show_prints_plan(capsys):
     code, out, err = run_probe(["pipeline", "show", "modify-shapes3d", "--preset", "quick", "--set", "retrain.seeds=4"], capsys)
     assert code == 0, err
     assert "retrain" in out and "retrain.seeds = 4" in out
-    # 3 models × 3 variants × 4 seeds; per model steps from retrain.model_train: AE 500, β-VAE 2,500, PCL 1,500
+    # 3 models × 3 variants × 4 seeds; per model steps from retrain.model_train: AE 500, β-VAE 2,000, PCL 1,500
     assert " 36 job(s), 48,000 training steps" in out
     assert "expected wall time: about 46 min" in out
 
