@@ -16,7 +16,11 @@
 # rows $OUT/long_training_<job>.jsonl and the log. Copy the tars into CARRY for the next lease.
 #
 # usage (device tool, repo root; wheels of zarr/numcodecs/donfig/google-crc32c [+ dask/partd/locket to render] in .whl):
-#   DEADLINE_S=700 ONLY=shapes3d64 STEPS=2000,10000,25000,50000,80000 bash benchmarks/gpu_long_training.sh
+#   DEADLINE_S=530 ONLY=shapes3d64 STEPS=2000,10000,25000,40000,55000,70000 bash benchmarks/gpu_long_training.sh
+# One call runs at most 600 s (the device tool's limit; timeout_s=590 for the line above). A lease's second call on the
+# still-warm machine finds WORK's store and run folders where the first left them and resumes from their checkpoints
+# (a 2k-step leg first measures the rate); give it DEADLINE_S = the lease's budget_left_s minus ≈ 60 s. The machine's
+# start took ≈ 190 s of the 900 s on 2026-11-26 (session 21), ≈ 30 s in session 14.
 set -u
 START=$(date +%s)
 DEADLINE_AT=$((START + ${DEADLINE_S:-450}))

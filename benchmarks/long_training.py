@@ -5,8 +5,8 @@ the paper trains 300,000 steps at lr 1e-4. This trains all ``--seeds`` of one mo
 (``probe.train.batched.train_runs``: vmapped on CUDA) and extends them leg by leg through ``--steps``, evaluating
 every run after each leg (MIG, reconstruction, active latents with the quick sample sizes, and each factor's MI gap
 and carrying latent as ``benchmarks/factor_capture.py``). It stops starting legs when the next one, at the rate
-measured so far, would end after ``--deadline-at`` (a Unix time), so a fixed device lease gives the longest curve
-that fits. ``--precision fp32`` (the default here) keeps the CPU curves' arithmetic; the trainer's CUDA default is
+measured so far, would end after ``--deadline-at`` (a Unix time): the leg that would not fit is shortened to the
+steps that do (in ``--min-leg`` units) and is the last, so a fixed device lease gives the longest curve that fits. ``--precision fp32`` (the default here) keeps the CPU curves' arithmetic; the trainer's CUDA default is
 bf16. One JSON line per (seed, steps) in ``--rows`` (default ``--out/curves.jsonl``), flushed as written; run folders
 carried in from an earlier lease resume from their checkpoints (``benchmarks/gpu_long_training.sh``).
 
@@ -42,6 +42,8 @@ def main(argv=None) -> None:
     ap.add_argument("--precision", default="fp32", help="fp32, bf16 or auto (the trainer's: bf16 on CUDA)")
     ap.add_argument("--tag", default="")
     ap.add_argument("--rows", default=None, help="the JSON-lines file (default: OUT/curves.jsonl)")
+    ap.add_argument("--min-leg", type=int, default=1000,
+                    help="the shortest leg worth training before the deadline (a shortened last leg is a multiple)")
     ap.add_argument("--checkpoint-every", type=int, default=None,
                     help="also checkpoint inside a leg (default: at its end only); a leg cut short resumes from here")
     args = ap.parse_args(argv)
@@ -70,11 +72,19 @@ def main(argv=None) -> None:
     for steps in sorted(set(schedule)):
         if steps <= done_steps:
             continue
+        last_leg = False
         if args.deadline_at is not None and rate is not None:
-            if time.time() + (steps - done_steps) / rate + last_eval_s > args.deadline_at:
-                print(json.dumps({"stopped_before": steps, "elapsed_s": round(time.perf_counter() - T0, 1),
-                                  "steps_per_s": round(rate, 1)}), flush=True)
-                break
+            # the steps that fit before the deadline at the rate measured so far, in whole --min-leg units: a planned
+            # leg that does not fit is shortened to them, so a lease's last minutes train rather than idle (session
+            # 21's first call stopped before a 15k-step leg and idled 150 s of its 530)
+            left_s = args.deadline_at - time.time() - last_eval_s
+            fits = done_steps + int(left_s * rate) // args.min_leg * args.min_leg
+            if fits < steps:
+                if fits <= done_steps:
+                    print(json.dumps({"stopped_before": steps, "elapsed_s": round(time.perf_counter() - T0, 1),
+                                      "steps_per_s": round(rate, 1)}), flush=True)
+                    break
+                steps, last_leg = fits, True
         train = {"steps": steps, "checkpoint_every": min(steps, args.checkpoint_every or steps), "log_every": 1000,
                  "precision": args.precision}
         if args.batch_size:
@@ -106,6 +116,10 @@ def main(argv=None) -> None:
                 f.write(json.dumps(row) + "\n")
         last_eval_s = time.perf_counter() - t0
         done_steps = steps
+        if last_leg:
+            print(json.dumps({"stopped_at": steps, "elapsed_s": round(time.perf_counter() - T0, 1),
+                              "steps_per_s": round(rate, 1)}), flush=True)
+            break
 
 
 if __name__ == "__main__":
