@@ -6,7 +6,8 @@ the paper trains 300,000 steps at lr 1e-4. This trains all ``--seeds`` of one mo
 every run after each leg (MIG, reconstruction, active latents with the quick sample sizes, and each factor's MI gap
 and carrying latent as ``benchmarks/factor_capture.py``). It stops starting legs when the next one, at the rate
 measured so far, would end after ``--deadline-at`` (a Unix time): the leg that would not fit is shortened to the
-steps that do (in ``--min-leg`` units) and is the last, so a fixed device lease gives the longest curve that fits. ``--precision fp32`` (the default here) keeps the CPU curves' arithmetic; the trainer's CUDA default is
+steps that do (in ``--min-leg`` units) and is the last, so a fixed device lease gives the longest curve that fits.
+``--precision fp32`` (the default here) keeps the CPU curves' arithmetic; the trainer's CUDA default is
 bf16. One JSON line per (seed, steps) in ``--rows`` (default ``--out/curves.jsonl``), flushed as written; run folders
 carried in from an earlier lease resume from their checkpoints (``benchmarks/gpu_long_training.sh``).
 
