@@ -12,8 +12,11 @@
 #                                  Shapes3D; `tar -C DIR -cf - shapes3d64.zarr | xz -9e -T2 > CARRY/shapes3d64.zarr.tar.xz`:
 #                                  4.8 MB, so the store, 5 run folders, the wheels and the repo fit the 64 MiB carry)
 #   CARRY/<job>_s<seed>.tar.xz     a run folder returned by the previous lease (resumed from its checkpoint)
-# and the lease returns every run folder as $OUT/<job>_s<seed>.tar.xz (≈ 7.5 MB each: weights and Adam state) beside the
-# rows $OUT/long_training_<job>.jsonl and the log. Copy the tars into CARRY for the next lease.
+# and the lease returns the run folders of the jobs in RETURN (default: every job) as $OUT/<job>_s<seed>.tar.xz (≈ 7.1 MB
+# each: weights and Adam state) beside the rows of every job, $OUT/long_training.jsonl (a row's `tag` names its job), and
+# $OUT/log.txt (the jobs' own logs appended). Copy the tars into CARRY for the next lease. At most 8 files come back from
+# a call: the two text files and 5 seeds of one job. So a second job beside the first (the GPU was 30-45 % busy with one
+# on 2026-11-26) runs with RETURN naming the first only: its rows come back, its run folders stay behind.
 #
 # usage (device tool, repo root; wheels of zarr/numcodecs/donfig/google-crc32c [+ dask/partd/locket to render] in .whl):
 #   DEADLINE_S=530 ONLY=shapes3d64 STEPS=2000,10000,25000,40000,55000,70000 bash benchmarks/gpu_long_training.sh
@@ -44,6 +47,8 @@ untar_xz() {  # archive folder: Python's lzma, so no xz binary is needed there
 }
 
 JOBS_WANTED=${ONLY:-shapes3d64 dsprites64}
+JOBS_RETURNED=${RETURN:-$JOBS_WANTED}
+ROWS="$OUT/long_training.jsonl"
 store_of() { echo "$W/$1.zarr"; }
 prepare() {  # job: its store (from CARRY or rendered) and the run folders the last lease returned
   local job=$1 store; store=$(store_of "$1")
@@ -71,19 +76,20 @@ train() {  # job [engine]; if the vmapped engine fails (not the timeout) before 
   left=$(( DEADLINE_AT + 20 - $(date +%s) ))   # the leg in flight is cut 20 s after the deadline: the tars still go back
   [ "$left" -ge 30 ] || { echo "$job: no time left for the $engine engine"; return 1; }  # (`timeout 0` = no limit)
   timeout "$left" $PY benchmarks/long_training.py --store "$(store_of "$job")" --model beta-vae --seeds 0,1,2,3,4 \
-      --out "$W/runs-$job" --rows "$OUT/long_training_$job.jsonl" --deadline-at "$DEADLINE_AT" --tag "$job" \
-      --engine "$engine" --checkpoint-every 5000 ${STEPS:+--steps $STEPS} >> "$OUT/log_$job.txt" 2>&1
+      --out "$W/runs-$job" --rows "$ROWS" --deadline-at "$DEADLINE_AT" --tag "$job" \
+      --engine "$engine" --checkpoint-every 5000 ${STEPS:+--steps $STEPS} >> "$W/log_$job.txt" 2>&1
   rc=$?
-  [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ -s "$OUT/long_training_$job.jsonl" ] || [ "$engine" = loop ] || train "$job" loop
+  [ "$rc" = 0 ] || [ "$rc" = 124 ] || grep -qs "\"tag\": \"$job\"" "$ROWS" || [ "$engine" = loop ] || train "$job" loop
   return $rc
 }
 # wait on the training jobs by pid: a bare `wait` would also wait on the endless monitor loop (it did, on 2026-11-26,
 # and held the GPU idle for four minutes until the call's timeout)
+for job in $JOBS_WANTED; do : > "$W/log_$job.txt"; done  # this call's log only (WORK outlives a call)
 PIDS=()
 for job in $JOBS_WANTED; do train "$job" & PIDS+=($!); done
 for pid in "${PIDS[@]}"; do wait "$pid"; echo "job $pid rc $?" | tee -a "$LOG"; done
 kill $MON 2>/dev/null
-for job in $JOBS_WANTED; do
+for job in $JOBS_RETURNED; do
   for run in "$W/runs-$job"/*/; do
     [ -f "$run/config.json" ] || continue
     seed=${run%/}; seed=${seed##*-s}
@@ -92,5 +98,5 @@ for job in $JOBS_WANTED; do
   done
 done
 wait
-tail -n 2 "$OUT"/log_*.txt
+for job in $JOBS_WANTED; do { echo "== $job"; cat "$W/log_$job.txt"; } >> "$LOG" 2>&1; tail -n 2 "$W/log_$job.txt"; done
 echo "total $(( $(date +%s) - START )) s" | tee -a "$LOG"
