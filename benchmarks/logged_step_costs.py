@@ -24,32 +24,22 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-
-def interval_costs(rows: list[dict]) -> list[float]:
-    """Seconds per step of each logged interval (consecutive rows with growing step and wall time; a resume
-    restarts the clock from the checkpoint's wall time, so the interval across it is skipped when it runs
-    backwards)."""
-    out = []
-    for a, b in zip(rows, rows[1:]):
-        if "wall_time_s" in a and "wall_time_s" in b and b["step"] > a["step"] and b["wall_time_s"] > a["wall_time_s"]:
-            out.append((b["wall_time_s"] - a["wall_time_s"]) / (b["step"] - a["step"]))
-    return out
+from probe.train.run_folder import RunFolder
 
 
 def read_runs(paths) -> list[dict]:
     """[{"model", "run", "planned_steps", "steps_logged", "costs"}] for every run folder under ``paths``."""
     runs = []
     for root in map(Path, paths):
-        for log in sorted(root.rglob("metrics.jsonl")):
-            config_file = log.parent / "config.json"
-            if not config_file.exists():
+        for log in sorted(root.rglob(RunFolder.LOG)):
+            folder = RunFolder(log.parent)  # the owner of the run folder's files and of its step log's intervals
+            if not folder.config_path.exists():
                 continue
-            config = json.loads(config_file.read_text())
-            rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+            config = folder.read_config()
             runs.append({"model": config["model"], "run": str(log.parent),
                          "planned_steps": int(config["train"]["steps"]),
-                         "steps_logged": max((r["step"] for r in rows), default=0),
-                         "costs": interval_costs(rows)})
+                         "steps_logged": max((r["step"] for r in folder.read_log()), default=0),
+                         "costs": folder.step_costs()})
     return runs
 
 

@@ -498,3 +498,29 @@ def test_smoke_and_too_short_reports_withhold_verdicts(tmp_path, make_toy_store)
     assert labels["pcl"] == "withheld" and labels["beta-vae"] == "relies on local structure"
     assert "**Too short to mean anything:** on dsprites, pcl (100 steps)" in md
     assert "training steps beta-vae 2000, pcl 100" in md
+
+
+def test_step_costs_record_the_host_speed_beside_the_wall_time(tmp_path):
+    """The report stage reads each retrained run's logged intervals (``report_data.step_costs``); the report's
+    provenance states them, or why it cannot."""
+    from probe.pipeline.report_data import step_costs
+    from probe.report.build import step_costs_text
+
+    runs = []
+    for i, (model, seconds_per_step) in enumerate((("beta-vae", 0.03), ("beta-vae", 0.05), ("pcl", 0.01))):
+        run_dir = tmp_path / f"run{i}"
+        run_dir.mkdir()
+        (run_dir / "metrics.jsonl").write_text("".join(
+            json.dumps({"step": s, "wall_time_s": s * seconds_per_step}) + "\n" for s in range(0, 1100, 100)))
+        runs.append({"model": model, "variant": "orig", "seed": i, "run_dir": str(run_dir)})
+    runs.append({"model": "ae", "variant": "orig", "seed": 0, "run_dir": str(tmp_path / "never-trained")})
+    costs = step_costs(runs, tmp_path)
+    assert sorted(costs) == ["beta-vae", "pcl"]  # the AE logged nothing
+    assert costs["beta-vae"]["intervals"] == 20 and costs["beta-vae"]["runs"] == 2
+    assert costs["beta-vae"]["median_s"] == pytest.approx(0.04)
+    assert costs["beta-vae"]["fastest_decile_s"] == pytest.approx(0.03)
+    assert costs["pcl"]["median_s"] == pytest.approx(0.01)
+    text = step_costs_text(costs)
+    assert "beta-vae 0.040 s (0.030)" in text and "pcl 0.010 s (0.010)" in text
+    assert "schema 4" in step_costs_text(None)
+    assert "no retrained run" in step_costs_text({})

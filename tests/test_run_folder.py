@@ -160,3 +160,14 @@ def test_non_finite_watched_value_stops_before_the_next_checkpoint(tmp_path):
     folder = RunFolder(tmp_path / "run")
     assert folder.load_checkpoint()["step"] == 3 and not folder.is_complete
     assert [r["step"] for r in folder.read_log()] == [2, 4]
+
+
+def test_step_costs_are_the_logged_intervals_and_skip_a_resume_that_restarts_the_clock(tmp_path):
+    folder = RunFolder(tmp_path)
+    rows = [{"step": 100, "wall_time_s": 1.0}, {"step": 200, "wall_time_s": 3.0}, {"step": 300, "wall_time_s": 4.0},
+            {"step": 400, "wall_time_s": 0.5},   # resumed: the clock restarted from the checkpoint's wall time
+            {"step": 500, "wall_time_s": 2.0}, {"step": 600, "loss": 1.0}]  # a row without a wall time
+    with folder.open_log() as log:
+        log.write("".join(json.dumps(r) + "\n" for r in rows))
+    assert folder.step_costs() == pytest.approx([0.02, 0.01, 0.015])
+    assert RunFolder(tmp_path / "none").step_costs() == []

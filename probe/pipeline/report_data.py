@@ -14,6 +14,8 @@ stores, runs, restarts, provenance, setting) and adds, each from the stores and 
   images and a 2-D latent traversal (Fig. 10/11) decoded into a PNG recorded in the file (base64; tiles of
   ``TRAVERSAL_STEPS`` × ``TRAVERSAL_STEPS`` images, no gaps; the report draws the figures);
 * ``manipulation_deviations``: appendix B.1 departures of the manipulation config (``probe.perturb.adversarial``).
+* ``step_costs``: seconds per training step of each model's retrained runs, from their step logs: the host's speed,
+  beside the run's wall time in the report's provenance.
 
 What the configuration says (MIG's sample, the manipulation's config) is read from the inputs' ``setting``
 (``probe.pipeline.report_inputs.setting``), never from the recorded pipeline config.
@@ -53,7 +55,27 @@ def add_report_data(inputs: dict, *, root=None) -> dict:
     if latents is not None:
         out["restart_latents"] = latents
     out["manipulation_deviations"] = manipulation_deviations(inputs)
+    out["step_costs"] = step_costs(inputs.get("runs") or [], root)
     return out
+
+
+def step_costs(runs: list[dict], root) -> dict:
+    """{model: {"median_s", "fastest_decile_s", "intervals", "runs"}}: seconds per training step over the logged
+    intervals of the model's retrained runs (``RunFolder.step_costs``). The median is the host as the run saw it;
+    the fastest decile approaches an uncontended core (benchmarks/logged_step_costs.py projects stage times from it)."""
+    from probe.train.run_folder import RunFolder
+
+    costs: dict[str, list[float]] = {}
+    counts: dict[str, int] = {}
+    for run in runs:
+        if not run.get("run_dir"):
+            continue
+        intervals = RunFolder(resolve(root, run["run_dir"])).step_costs()
+        if intervals:
+            costs.setdefault(run["model"], []).extend(intervals)
+            counts[run["model"]] = counts.get(run["model"], 0) + 1
+    return {model: {"median_s": float(np.median(c)), "fastest_decile_s": float(np.quantile(c, 0.1)),
+                    "intervals": len(c), "runs": counts[model]} for model, c in sorted(costs.items())}
 
 
 # -- stores ------------------------------------------------------------------------------------------------------

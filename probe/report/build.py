@@ -837,6 +837,7 @@ class _Builder:
                 f"inputs: `{inputs['_path']}`",
                 f"pipeline `{inputs.get('pipeline')}`, preset `{inputs.get('preset')}`, dataset `{inputs.get('dataset')}`",
                 f"started {prov.get('started', '—')}, {wall_time_text(prov)}",
+                step_costs_text(inputs.get("step_costs")),
                 f"code version: probe {cv.get('probe_version', '—')}, git {cv.get('git_commit') or '—'}, "
                 f"sources {str(cv.get('source_digest') or '—')[:16]}",
                 f"hardware/software: {', '.join(f'{k} {v}' for k, v in env.items()) or '—'}",
@@ -867,6 +868,17 @@ def wall_time_text(provenance: dict) -> str:
         return f"wall time {_fmt(total, 0)} s"
     each = ", ".join(f"{_fmt(leg['wall_time_s'], 0)} s from {leg['started']}" for leg in legs)
     return f"wall time {_fmt(total, 0)} s in {len(legs)} legs (interrupted and resumed: {each})"
+
+
+def step_costs_text(costs: dict | None) -> str:
+    """The host's speed as the retrained runs logged it: wall times of runs on other machines compare through it."""
+    if costs is None:
+        return f"training step cost: — ({missing_section('step_costs')})"
+    if not costs:
+        return "training step cost: — (no retrained run logged two steps)"
+    each = ", ".join(f"{model} {c['median_s']:.3f} s ({c['fastest_decile_s']:.3f})" for model, c in costs.items())
+    return (f"training step cost on this host, median (fastest decile) of the retrained runs' logged intervals: {each} "
+            "per step; a wall time on another host scales with it")
 
 
 # Fewer retraining steps than this and a verdict means nothing: the learning curves (docs/notes/presets.md) show

@@ -32,7 +32,11 @@ Top-level keys (schema ``SCHEMA_VERSION``):
   ``evaluation``, {"metrics", "seed", "sample_sizes"} (MIG's sample for the factor capture); ``manipulation``, the
   manipulation's config (appendix B.1). A part is null where the pipeline has no such table (the audit's config is
   its own TOML), ``setting`` is null where the writer had no config. A file without it (schema ≤ 2) gets it at load
-  time from its recorded config (``setting_of_older_file``).
+  time from its recorded config (``setting_of_older_file``);
+* ``step_costs`` (schema 4, computed by the writer from the retrained runs' step logs): {model: {"median_s",
+  "fastest_decile_s", "intervals", "runs"}}, seconds per training step over every logged interval
+  (``probe.train.run_folder.RunFolder.step_costs``): the host's speed as the run saw it, so that wall times of runs
+  on different machines can be compared (this project's VM has run the same step 2.4× apart).
 """
 
 from __future__ import annotations
@@ -46,9 +50,9 @@ from probe.data.variants import VARIANTS
 from probe.errors import UserError
 
 FILE_NAME = "report_inputs.json"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # the schema that added each computed section (``missing_section``)
-SECTION_SCHEMA = {"factor_capture": 2, "restart_latents": 2, "manipulation_deviations": 2}
+SECTION_SCHEMA = {"factor_capture": 2, "restart_latents": 2, "manipulation_deviations": 2, "step_costs": 4}
 
 # factor_capture["runs"][i]: which run, then either "error" or the per-factor capture (probe.metrics.mig.factor_capture
 # and the run's active latents on the same sample); the report keeps this order in summary.json

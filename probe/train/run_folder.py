@@ -197,6 +197,15 @@ class RunFolder:
                 break
         return rows
 
+    def step_costs(self) -> list[float]:
+        """Seconds per training step of each logged interval: consecutive log rows with a growing step and wall time.
+        A resume restarts the clock from the checkpoint's wall time, so an interval across it that runs backwards is
+        skipped. The intervals measure the host as the run saw it (its load included)."""
+        rows = self.read_log()
+        return [(b["wall_time_s"] - a["wall_time_s"]) / (b["step"] - a["step"]) for a, b in zip(rows, rows[1:])
+                if "wall_time_s" in a and "wall_time_s" in b and b["step"] > a["step"]
+                and b["wall_time_s"] > a["wall_time_s"]]
+
     def trim_log(self, step: int) -> None:
         """Keep the rows up to ``step``: the log describes exactly the steps the checkpoint went through."""
         rows = [r for r in self.read_log() if r.get("step", 0) <= step]
