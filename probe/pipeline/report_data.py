@@ -65,17 +65,17 @@ def step_costs(runs: list[dict], root) -> dict:
     the fastest decile approaches an uncontended core (benchmarks/logged_step_costs.py projects stage times from it)."""
     from probe.train.run_folder import RunFolder
 
-    costs: dict[str, list[float]] = {}
-    counts: dict[str, int] = {}
+    per_run: dict[str, list[list[float]]] = {}  # model -> each logged run's intervals
     for run in runs:
-        if not run.get("run_dir"):
-            continue
-        intervals = RunFolder(resolve(root, run["run_dir"])).step_costs()
+        intervals = RunFolder(resolve(root, run["run_dir"])).step_costs() if run.get("run_dir") else []
         if intervals:
-            costs.setdefault(run["model"], []).extend(intervals)
-            counts[run["model"]] = counts.get(run["model"], 0) + 1
-    return {model: {"median_s": float(np.median(c)), "fastest_decile_s": float(np.quantile(c, 0.1)),
-                    "intervals": len(c), "runs": counts[model]} for model, c in sorted(costs.items())}
+            per_run.setdefault(run["model"], []).append(intervals)
+    out = {}
+    for model, lists in sorted(per_run.items()):
+        c = np.concatenate(lists)
+        out[model] = {"median_s": float(np.median(c)), "fastest_decile_s": float(np.quantile(c, 0.1)),
+                      "intervals": len(c), "runs": len(lists)}
+    return out
 
 
 # -- stores ------------------------------------------------------------------------------------------------------
