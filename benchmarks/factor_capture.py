@@ -27,33 +27,43 @@ from probe.metrics.sampler import draw_train_test
 from probe.report.schema import load_inputs, resolve_path
 
 
-def latent_factor_mi(run_dir, store, num_train: int, seed: int, allow_incomplete: bool = False
-                     ) -> tuple[np.ndarray, dict, np.ndarray]:
-    """(factors, the encoder's output, normalised MI [latents, factors]) of one run on MIG's sample and binning."""
+def encode_sample(run_dir, store, num_train: int, seed: int, allow_incomplete: bool = False) -> tuple[np.ndarray, dict]:
+    """(factors [N, K], the encoder's output) of one run on MIG's sample (``draw_train_test``, evaluation seed)."""
     from probe.train import load_run, model_encoder
 
     factors, _ = draw_train_test(np.asarray(store.factor_sizes), num_train, 1, seed, 16)
     model, config = load_run(run_dir, allow_incomplete=allow_incomplete)
-    out = model_encoder(model, "cpu", 2048, config).encode(store.read(store.index_of(factors)))
+    return factors, model_encoder(model, "cpu", 2048, config).encode(store.read(store.index_of(factors)))
+
+
+def latent_factor_mi(run_dir, store, num_train: int, seed: int, allow_incomplete: bool = False
+                     ) -> tuple[np.ndarray, dict, np.ndarray]:
+    """(factors, the encoder's output, normalised MI [latents, factors]) of one run on MIG's sample and binning."""
+    factors, out = encode_sample(run_dir, store, num_train, seed, allow_incomplete)
     mi = discrete_mutual_info(histogram_discretize(out["codes"], 20), factors) / discrete_entropy(factors)[None, :]
     return factors, out, mi
 
 
 def factor_capture(run_dir, store, num_train: int, seed: int, allow_incomplete: bool = False) -> dict:
-    """Per-factor normalised MI gap and carrying latent of one run (MIG's sample and binning)."""
-    factors, out, mi = latent_factor_mi(run_dir, store, num_train, seed, allow_incomplete)
+    """Per-factor normalised MI gap, best normalised MI and carrying latent of one run (MIG's sample and binning:
+    ``probe.metrics.mig.factor_capture``), with its active latents and each factor's class order."""
+    from probe.metrics.mig import factor_capture as capture
+
+    factors, out = encode_sample(run_dir, store, num_train, seed, allow_incomplete)
     codes = out["codes"]
-    order = np.sort(mi, axis=0)[::-1]
+    held = capture(codes, factors)
     # the order of the factor's classes along the latent that carries it (class means of that latent): a circular
     # factor such as hue is laid on a line cut somewhere, and two runs cutting in different places correlate weakly
     # (Pearson) although each captures the factor (docs/notes/presets.md)
-    latent = mi.argmax(axis=0)
-    order_of = [np.argsort([codes[factors[:, k] == v, latent[k]].mean() if np.any(factors[:, k] == v) else np.inf
-                            for v in range(int(factors[:, k].max()) + 1)]).tolist() for k in range(factors.shape[1])]
+    order_of = [None if z is None else
+                np.argsort([codes[factors[:, k] == v, z].mean() if np.any(factors[:, k] == v) else np.inf
+                            for v in range(int(factors[:, k].max()) + 1)]).tolist()
+                for k, z in enumerate(held["latent"])]
     variance = out.get("variance")
     active = int((variance.mean(axis=0) < 0.8).sum()) if variance is not None else None
-    return {"gap": (order[0] - order[1]).round(3).tolist(), "latent": mi.argmax(axis=0).tolist(),
-            "mig": float(np.mean(order[0] - order[1])), "active": active, "class_order": order_of}
+    rounded = lambda values: [None if v is None else round(v, 3) for v in values]  # noqa: E731
+    return {"gap": rounded(held["gap"]), "best_nmi": rounded(held["best_nmi"]), "latent": held["latent"],
+            "mig": held["mig"], "active": active, "class_order": order_of}
 
 
 def main() -> None:
@@ -74,7 +84,7 @@ def main() -> None:
         store = open_store(args.store)
         for run_dir in args.run:
             row = {"run": run_dir, **factor_capture(run_dir, store, args.num_train, args.seed, allow_incomplete=True)}
-            print(json.dumps({k: row[k] for k in ("run", "mig", "active", "gap", "latent")}), flush=True)
+            print(json.dumps({k: row[k] for k in ("run", "mig", "active", "gap", "best_nmi", "latent")}), flush=True)
         return
     if not args.workdir:
         parser.error("give a WORKDIR or --run ... --store")
