@@ -99,6 +99,32 @@ def test_generate_bad_arguments_exit_2(tmp_path, capsys, args):
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
+def test_shapes3d_closer_camera_gives_the_object_more_pixels(tmp_path):
+    from probe.data.synth import shapes3d
+
+    # two scenes that differ in object hue alone: the pixels that differ are the object's (and its shading)
+    values = np.array([[0.0, 0.5, 0.2, 1.0, 0, 10.0], [0.0, 0.5, 0.7, 1.0, 0, 10.0]])
+    official = shapes3d.render(values, 32)
+    np.testing.assert_array_equal(
+        shapes3d.render(values, 32, camera_distance=shapes3d.CAMERA_DISTANCE, fov_deg=shapes3d.FOV_DEG), official)
+
+    def object_pixels(images):
+        return int(np.any(images[0] != images[1], axis=-1).sum())
+
+    near = shapes3d.render(values, 32, camera_distance=2.6, fov_deg=40.0)
+    # area scales about with (distance · tan(fov/2))^-2: (3.3 tan 23° / 2.6 tan 20°)^2 ≈ 1.9
+    assert 1.5 * object_pixels(official) < object_pixels(near) < 2.5 * object_pixels(official)
+    out = tmp_path / "near.zarr"
+    assert run_cli(["datasets", "generate", "shapes3d", "--out", str(out), "--factor-sizes", "1,1,2,1,1,1",
+                    "--resolution", "16", "--option", "camera_distance=2.6", "--option", "fov_deg=40"]) == 0
+    assert open_store(out).origin["config"]["options"] == {"camera_distance": 2.6, "fov_deg": 40}
+    for bad in (["--option", "camera_distance=4"], ["--option", "fov_deg=0"]):
+        bad_out = tmp_path / "bad.zarr"
+        assert run_cli(["datasets", "generate", "shapes3d", "--out", str(bad_out), "--factor-sizes", "1,1,2,1,1,1",
+                        "--resolution", "16", *bad]) == 2
+        assert not bad_out.exists()
+
+
 def test_shapes3d_hue_span_renders_label_h_as_hue_h_times_span(tmp_path):
     from probe.data.synth import shapes3d
 

@@ -159,19 +159,19 @@ def _room(o, d):
     return best, normal, wall
 
 
-def _camera_rays(azimuth_deg: np.ndarray, resolution: int):
+def _camera_rays(azimuth_deg: np.ndarray, resolution: int, distance: float = CAMERA_DISTANCE, fov_deg: float = FOV_DEG):
     """Origins and unit directions [B, R*R, 3] for cameras orbiting the origin."""
     phi = np.deg2rad(azimuth_deg.astype(np.float32))
     b = phi.shape[0]
-    cam = np.stack([CAMERA_DISTANCE * np.sin(phi), np.full(b, CAMERA_HEIGHT, np.float32),
-                    CAMERA_DISTANCE * np.cos(phi)], axis=1).astype(np.float32)
+    cam = np.stack([distance * np.sin(phi), np.full(b, CAMERA_HEIGHT, np.float32),
+                    distance * np.cos(phi)], axis=1).astype(np.float32)
     target = np.array([0.0, TARGET_HEIGHT, 0.0], dtype=np.float32)
     fwd = target - cam
     fwd /= np.linalg.norm(fwd, axis=1, keepdims=True)
     right = np.cross(fwd, np.array([0.0, 1.0, 0.0], dtype=np.float32))
     right /= np.linalg.norm(right, axis=1, keepdims=True)
     up = np.cross(right, fwd)
-    tan = np.float32(np.tan(np.deg2rad(FOV_DEG) / 2))
+    tan = np.float32(np.tan(np.deg2rad(fov_deg) / 2))
     coords = (np.arange(resolution, dtype=np.float32) + 0.5) / resolution * 2 - 1
     sx = coords[None, :].repeat(resolution, 0).reshape(-1) * tan          # columns: left -> right
     sy = -coords[:, None].repeat(resolution, 1).reshape(-1) * tan         # rows: top -> bottom
@@ -181,21 +181,31 @@ def _camera_rays(azimuth_deg: np.ndarray, resolution: int):
     return o, d
 
 
-def render(values: np.ndarray, resolution: int = 64, *, hue_span: float = 1.0) -> np.ndarray:
+def render(values: np.ndarray, resolution: int = 64, *, hue_span: float = 1.0,
+           camera_distance: float = CAMERA_DISTANCE, fov_deg: float = FOV_DEG) -> np.ndarray:
     """Physical factor values [n, 6] (hues, scale, shape id, azimuth°) -> uint8 images [n, R, R, 3].
 
     ``hue_span`` < 1 (a deviation from the official images, for calibration experiments only) renders the hue label h
     as the colour of hue ``h * hue_span``: the official hues 0, 0.1, …, 0.9 close a loop in RGB (0.9 is next to 0),
     which a single Gaussian latent can hold only by cutting it; with 0.8 the rendered hues run from red to violet and
     the loop stays open. The factor labels are the official ones either way. Measured: opening the loop did not help
-    the β-VAE's MIG (docs/notes/presets.md, fourth leg); no preset uses it."""
+    the β-VAE's MIG (docs/notes/presets.md, fourth leg); no preset uses it.
+
+    ``camera_distance`` (from the object, default 3.3) and ``fov_deg`` (default 46°), also deviations for calibration
+    only: a closer camera makes the object — its hue, scale and shape — a larger share of the image (2.6 units at 40°:
+    about twice the pixel variance of those factors, docs/notes/presets.md). The camera must stay inside the room."""
     if not 0.0 < float(hue_span) <= 1.0:
         raise UserError(f"hue_span must be in (0, 1], got {hue_span!r}")
+    if not 1.0 <= float(camera_distance) <= ROOM_HALF - 0.5:
+        raise UserError(f"camera_distance must be in [1, {ROOM_HALF - 0.5}] (inside the room, outside the object), "
+                        f"got {camera_distance!r}")
+    if not 10.0 <= float(fov_deg) <= 120.0:
+        raise UserError(f"fov_deg must be in [10, 120], got {fov_deg!r}")
     values = np.asarray(values, dtype=np.float64).copy()
     values[:, :3] *= float(hue_span)
     n = values.shape[0]
     hi = resolution * SUPERSAMPLE
-    o, d = _camera_rays(values[:, 5], hi)
+    o, d = _camera_rays(values[:, 5], hi, float(camera_distance), float(fov_deg))
     p = hi * hi
     o = np.ascontiguousarray(o.reshape(-1, 3))
     d = np.ascontiguousarray(d.reshape(-1, 3))
