@@ -43,7 +43,7 @@ def read_runs(paths) -> list[dict]:
     return runs
 
 
-def summarise(runs: list[dict], steps_override: dict, quantile: float = 0.1) -> dict:
+def summarise(runs: list[dict], steps_override: dict, quantile: float = RunFolder.FASTEST_QUANTILE) -> dict:
     by_model = defaultdict(list)
     for r in runs:
         by_model[r["model"]].append(r)
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", action="append", default=[], metavar="MODEL=N",
                     help="project with N steps per run of MODEL instead of the logged runs' own")
     ap.add_argument("--reference", default="beta-vae", help="model the costs are stated relative to")
-    ap.add_argument("--quantile", type=float, default=0.1, help="which quantile of the intervals counts as idle")
+    ap.add_argument("--quantile", type=float, default=RunFolder.FASTEST_QUANTILE, help="which quantile of the intervals counts as idle")
     ap.add_argument("--json", type=Path, default=None, help="write the numbers here too")
     args = ap.parse_args(argv)
 

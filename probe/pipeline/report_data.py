@@ -73,7 +73,7 @@ def step_costs(runs: list[dict], root) -> dict:
     out = {}
     for model, lists in sorted(per_run.items()):
         c = np.concatenate(lists)
-        out[model] = {"median_s": float(np.median(c)), "fastest_decile_s": float(np.quantile(c, 0.1)),
+        out[model] = {"median_s": float(np.median(c)), "fastest_decile_s": float(np.quantile(c, RunFolder.FASTEST_QUANTILE)),
                       "intervals": len(c), "runs": len(lists)}
     return out
 

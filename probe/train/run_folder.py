@@ -197,6 +197,9 @@ class RunFolder:
                 break
         return rows
 
+    # the quantile of a run's step intervals read as its idle cost (the report's "fastest decile", the cost benchmark)
+    FASTEST_QUANTILE = 0.1
+
     def step_costs(self) -> list[float]:
         """Seconds per training step of each logged interval: consecutive log rows with a growing step and wall time.
         A resume restarts the clock from the checkpoint's wall time, so an interval across it that runs backwards is
