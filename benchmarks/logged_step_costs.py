@@ -35,11 +35,11 @@ def read_runs(paths) -> list[dict]:
             folder = RunFolder(log.parent)  # the owner of the run folder's files and of its step log's intervals
             if not folder.config_path.exists():
                 continue
-            config = folder.read_config()
+            config, rows = folder.read_config(), folder.read_log()
             runs.append({"model": config["model"], "run": str(log.parent),
                          "planned_steps": int(config["train"]["steps"]),
-                         "steps_logged": max((r["step"] for r in folder.read_log()), default=0),
-                         "costs": folder.step_costs()})
+                         "steps_logged": max((r["step"] for r in rows), default=0),
+                         "costs": folder.step_costs(rows)})
     return runs
 
 

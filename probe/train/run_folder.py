@@ -200,11 +200,12 @@ class RunFolder:
     # the quantile of a run's step intervals read as its idle cost (the report's "fastest decile", the cost benchmark)
     FASTEST_QUANTILE = 0.1
 
-    def step_costs(self) -> list[float]:
+    def step_costs(self, rows: list[dict] | None = None) -> list[float]:
         """Seconds per training step of each logged interval: consecutive log rows with a growing step and wall time.
         A resume restarts the clock from the checkpoint's wall time, so an interval across it that runs backwards is
-        skipped. The intervals measure the host as the run saw it (its load included)."""
-        rows = self.read_log()
+        skipped. The intervals measure the host as the run saw it (its load included). ``rows``: the log as
+        ``read_log`` gave it, for a caller that already read it."""
+        rows = self.read_log() if rows is None else rows
         return [(b["wall_time_s"] - a["wall_time_s"]) / (b["step"] - a["step"]) for a, b in zip(rows, rows[1:])
                 if "wall_time_s" in a and "wall_time_s" in b and b["step"] > a["step"]
                 and b["wall_time_s"] > a["wall_time_s"]]
