@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from probe.pipeline import run_pipeline
@@ -330,3 +331,52 @@ def test_bad_set_type_exits_2_before_any_job(tmp_path, capsys):
                               "--set", "restarts.model_config.beta=abc"], capsys)
     assert code == 2 and "hyperparameter 'beta' must be a number" in err
     assert not workdir.exists()  # nothing was started
+
+
+def test_store_options_render_the_store_and_are_recorded(tmp_path, capsys):
+    # store.options: the generator's rendering options (a stated deviation), passed to the store and recorded in it
+    from probe.data import open_store
+    from probe.pipeline import config as pipeline_config
+    from probe.pipeline.stages import store as store_stage
+
+    wd = tmp_path / "wd"
+    code, _, err = run_probe(["pipeline", "run", "modify-shapes3d", "--preset", "smoke", "--workdir", str(wd),
+                              "--scheduler", "synchronous", "--until", "store", "--quiet",
+                              "--set", "store.options.camera_distance=2.6", "--set", "store.options.fov_deg=40"], capsys)
+    assert code == 0, err
+    [path] = list(wd.rglob("shapes3d.zarr"))
+    near = open_store(path)
+    assert near.origin["config"]["options"] == {"camera_distance": 2.6, "fov_deg": 40}
+    from probe.data.synth import render_indices
+
+    default = render_indices("shapes3d", np.arange(4), near.factor_sizes, near.image_shape[0])
+    assert np.array_equal(near.images[:4], render_indices("shapes3d", np.arange(4), near.factor_sizes, near.image_shape[0],
+                                                          {"camera_distance": 2.6, "fov_deg": 40}))
+    assert not np.array_equal(near.images[:4], default)
+    cfg = pipeline_config.resolve("modify-shapes3d", "smoke", {"store.options.camera_distance": 2.6})
+    assert store_stage.description(cfg)["options"] == {"camera_distance": 2.6}
+    assert "options" not in store_stage.description(pipeline_config.resolve("modify-shapes3d", "smoke"))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "store.options.no_such=1"], "has no rendering option 'no_such'"),
+    (["--set", "store.options.camera_distance=0.5"], "camera_distance"),
+    (["--preset", "paper", "--set", "store.options.fov_deg=40"], "store.source must be 'synthetic'"),
+])
+def test_bad_store_options_exit_2_before_any_work(args, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PROBE_DATA_DIR", str(tmp_path / "no-data"))
+    wd = tmp_path / "wd"
+    argv = ["pipeline", "run", "modify-shapes3d", "--workdir", str(wd), "--scheduler", "synchronous"]
+    code, _, err = run_probe(argv + (args if "--preset" in args else ["--preset", "smoke", *args]), capsys)
+    assert code == 2
+    assert message in err and err.startswith("error: ") and "Traceback" not in err
+    assert not wd.exists()
+
+
+def test_regime_preset_renders_the_closer_camera_and_passes_its_checks(capsys):
+    # the regime preset's store options are checked before any work (one image rendered with them) and its plan has
+    # the retrained β-VAE at the length where the learning curves have every factor encoded
+    code, out, err = run_probe(["pipeline", "show", "modify-shapes3d", "--preset", "regime", "--check"], capsys)
+    assert code == 0, err
+    assert "store.options.camera_distance = 2.6" in out and "store.options.fov_deg = 40.0" in out
+    assert "retrain.model_train.beta-vae.steps = 45000" in out

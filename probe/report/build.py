@@ -465,7 +465,9 @@ class _Builder:
             res = store.get("resolution")
             parts.append(f"{store.get('source') or '?'} store"
                          + (f" at {res}×{res}" if res else "")
-                         + (f", factor sizes {store['factor_sizes']}" if store.get("factor_sizes") else ""))
+                         + (f", factor sizes {store['factor_sizes']}" if store.get("factor_sizes") else "")
+                         + (", rendering options " + ", ".join(f"{k} = {v}" for k, v in store["options"].items())
+                            + " (a deviation from the generator's default images)" if store.get("options") else ""))
         else:
             parts.append("store settings not recorded in the inputs")
         if len(set(per_model.values())) > 1:

@@ -100,6 +100,18 @@ def _check_options(gen, name: str, options: dict | None) -> dict:
     return options
 
 
+def check_options(name: str, options: dict | None, factor_sizes: Sequence[int] | None = None,
+                  resolution: int = 16) -> dict:
+    """The rendering ``options`` of generator ``name``, checked before any work: the keys (keyword-only parameters
+    of its ``render``) and the values (one image rendered with them; ``render`` raises the UserError of a value
+    outside its range). Returns the options as a dict."""
+    gen = _generator(name)
+    options = _check_options(gen, name, options)
+    if options:
+        render_indices(name, np.zeros(1, dtype=np.int64), parse_factor_sizes(name, factor_sizes), resolution, options)
+    return options
+
+
 def _generate(gen, name, out, sizes, resolution, seed, progress, workers, space, config, options, scheduler) -> Store:
     import dask
     from tqdm import tqdm
@@ -124,4 +136,4 @@ def _generate(gen, name, out, sizes, resolution, seed, progress, workers, space,
     return open_store(out)
 
 
-__all__ = ["GENERATORS", "generate", "parse_factor_sizes", "render_indices"]
+__all__ = ["GENERATORS", "check_options", "generate", "parse_factor_sizes", "render_indices"]

@@ -23,7 +23,7 @@ class RotatedResult(StoreResult):
 
 
 def job_rotated(ctx: JobContext, *, dataset: str, resolution: int, factor_sizes: list | None, rotation_deg: float,
-                seed: int) -> dict:
+                seed: int, options: dict | None = None) -> dict:
     from probe.data import open_store
     from probe.data.synth import generate
 
@@ -32,7 +32,7 @@ def job_rotated(ctx: JobContext, *, dataset: str, resolution: int, factor_sizes:
         rotated = open_store(out)
     else:
         rotated = generate(dataset, out, resolution=resolution, factor_sizes=factor_sizes or None, seed=seed,
-                           progress=False, options={"rotation_deg": float(rotation_deg)})
+                           progress=False, options={**(options or {}), "rotation_deg": float(rotation_deg)})
     orig = open_store(store.result(ctx.inputs).path)
     if list(orig.factor_sizes) != list(rotated.factor_sizes):
         raise UserError(f"the rotated store's factor sizes {rotated.factor_sizes} differ from the original's "
@@ -53,6 +53,7 @@ def check(config: dict, *, deep: bool = True) -> None:
 def stage(config: dict, meta: dict) -> Stage:
     st = store.settings(config)
     settings = {"dataset": config["pipeline"]["dataset"], "resolution": st["resolution"],
-                "factor_sizes": st["factor_sizes"], "seed": st["seed"], **config[NAME]}
+                "factor_sizes": st["factor_sizes"], "seed": st["seed"], **config[NAME],
+                **({"options": dict(st["options"])} if st.get("options") else {})}
     return Stage(NAME, settings, input_names(INPUTS), lambda c: [Job(NAME, job_rotated, dict(c))],
                  single_job_result(NAME))

@@ -16,7 +16,7 @@ SOURCES = ("synthetic", "official")
 
 
 def job_store(ctx: JobContext, *, dataset: str, source: str, file: str | None, resolution: int,
-              factor_sizes: list | None, seed: int) -> dict:
+              factor_sizes: list | None, seed: int, options: dict | None = None) -> dict:
     out = ctx.job_dir / f"{dataset}.zarr"
     if source == "synthetic":
         from probe.data.synth import generate
@@ -27,7 +27,7 @@ def job_store(ctx: JobContext, *, dataset: str, source: str, file: str | None, r
             store = open_store(out)
         else:
             store = generate(dataset, out, resolution=resolution, factor_sizes=factor_sizes or None, seed=seed,
-                             progress=False)
+                             progress=False, options=options or None)
     else:
         from probe.data import open_store
         from probe.data.sources import build
@@ -53,15 +53,17 @@ def result(inputs: dict) -> OrigStoreResult:
 
 
 def settings(config: dict) -> dict:
-    """The ``[store]`` table (the rotated store renders with the same resolution, factor sizes and seed)."""
+    """The ``[store]`` table (the rotated store renders with the same resolution, factor sizes, options and seed)."""
     return config[NAME]
 
 
 def description(config: dict) -> dict:
     """What the report says of the store's settings (report_inputs.json's ``setting.data``): ``source``,
-    ``resolution`` and ``factor_sizes`` of the ``[store]`` table."""
+    ``resolution`` and ``factor_sizes`` of the ``[store]`` table, and its rendering ``options`` when it has any
+    (a deviation from the generator's default images)."""
     st = settings(config)
-    return {key: st.get(key) for key in ("source", "resolution", "factor_sizes")}
+    out = {key: st.get(key) for key in ("source", "resolution", "factor_sizes")}
+    return {**out, "options": dict(st["options"])} if st.get("options") else out
 
 
 def is_synthetic(config: dict) -> bool:
@@ -74,7 +76,13 @@ def check(config: dict, *, deep: bool = True) -> None:
     if st["source"] not in SOURCES:
         raise UserError(f"{NAME}.source must be 'synthetic' or 'official', got {st['source']!r}")
     if st["source"] == "official":
+        if st.get("options"):
+            raise UserError(f"{NAME}.options are rendering options of a generator: {NAME}.source must be 'synthetic'")
         check_official_file(config["pipeline"]["dataset"], st.get("file") or None)
+    elif st.get("options"):
+        from probe.data.synth import check_options
+
+        check_options(config["pipeline"]["dataset"], st["options"], st.get("factor_sizes") or None)
 
 
 def check_official_file(dataset: str, file: str | None) -> None:
