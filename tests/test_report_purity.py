@@ -188,6 +188,28 @@ def test_the_report_reads_the_recorded_setting_and_upgrades_an_older_file(tmp_pa
     assert "store settings not recorded in the inputs, training steps not recorded" in md
 
 
+def test_the_store_options_are_recorded_and_named_in_the_setting(tmp_path):
+    """A store rendered with generator options (store.options, a deviation from the default images) is described as
+    such: the report stage records the options, and the report's setting line names them; without options, neither."""
+    from probe.pipeline.report_inputs import setting
+    from probe.report import make_report
+    from probe.report.schema import SCHEMA_VERSION, inputs_path
+    from test_report import write_fake_workdir
+
+    options = {"camera_distance": 2.6, "fov_deg": 40.0}
+    config = {**SETTING_CONFIG, "store": {**SETTING_CONFIG["store"], "options": options}}
+    recorded = setting(config)
+    assert recorded["data"]["options"] == options
+    assert "options" not in setting({**SETTING_CONFIG, "store": {**SETTING_CONFIG["store"], "options": {}}})["data"]
+    workdir = tmp_path / "wd"
+    write_fake_workdir(workdir, robustness=False, config=config, computed=False)
+    inputs = json.loads(inputs_path(workdir).read_text())
+    inputs_path(workdir).write_text(json.dumps({**inputs, "setting": recorded, "schema": SCHEMA_VERSION}))
+    md = make_report(workdir, tmp_path / "out")["markdown"].read_text()
+    assert ("synthetic store at 16×16, factor sizes [1, 3, 4, 4], rendering options camera_distance = 2.6, "
+            "fov_deg = 40.0 (a deviation from the generator's default images)") in md
+
+
 def setting_of_older_file_expected() -> dict:
     """``SETTING_CONFIG`` as ``setting_of_older_file`` reads it (per-model steps only where the config overrides)."""
     return {"data": {"source": "synthetic", "resolution": 16, "factor_sizes": [1, 3, 4, 4]},
