@@ -53,7 +53,7 @@ def check(config: dict, *, deep: bool = True) -> None:
 def stage(config: dict, meta: dict) -> Stage:
     st = store.settings(config)
     settings = {"dataset": config["pipeline"]["dataset"], "resolution": st["resolution"],
-                "factor_sizes": st["factor_sizes"], "seed": st["seed"], **config[NAME],
-                **({"options": dict(st["options"])} if st.get("options") else {})}
+                "factor_sizes": st["factor_sizes"], "seed": st["seed"], "options": dict(st.get("options") or {}),
+                **config[NAME]}
     return Stage(NAME, settings, input_names(INPUTS), lambda c: [Job(NAME, job_rotated, dict(c))],
                  single_job_result(NAME))
