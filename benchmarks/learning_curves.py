@@ -4,12 +4,14 @@ Trains each run with probe's trainer and extends it step count by step count (a 
 more steps equals a run trained to that many steps from the start, bit-identically on CPU), evaluating
 ``probe.metrics.evaluate_run`` after each leg with the quick presets' sample sizes. Prints one JSON line per
 (model, seed, steps) and appends it to ``--out/curves.jsonl``; the wall time of each leg is recorded, so the
-same file sizes a preset's budget.
+same file sizes a preset's budget. ``--factors N`` also records, per leg, which factors the run encodes on N images
+(``benchmarks/factor_capture.py``: per-factor gap, best normalised MI — the regime gate's measure — and carrying
+latent), measured at that leg's checkpoint before the next leg overwrites it.
 
 Usage::
 
     python benchmarks/learning_curves.py --store S.zarr --model beta-vae --seeds 0,1,2 \
-        --steps 500,1000,2000,3000 --set lr=5e-4 --out runs/curves [--threads 1]
+        --steps 500,1000,2000,3000 --set lr=5e-4 --out runs/curves [--threads 1] [--factors 5000]
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--tag", default="", help="label written with every row (e.g. the variant)")
+    ap.add_argument("--factors", type=int, default=0, metavar="N",
+                    help="also record per leg the factors encoded on N images (factor_capture.py; 0: off)")
     args = ap.parse_args(argv)
 
     import torch
@@ -60,6 +64,8 @@ def main(argv=None):
     from probe.metrics import small_settings
     from probe.metrics import evaluate_run
     from probe.train import train_run
+    from probe.data import open_store
+    from factor_capture import factor_capture  # this folder is sys.path[0] when run as a script
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -80,6 +86,10 @@ def main(argv=None):
                    "train_leg_s": round(train_s, 1), "eval_s": round(time.perf_counter() - t0, 1),
                    "metrics": flat_scalars(res["metrics"]),
                    "run_dir": str(run_dir)}
+            if args.factors:
+                held = factor_capture(run_dir, open_store(args.store), args.factors, 0)
+                row["factors"] = {**{k: held[k] for k in ("gap", "best_nmi", "latent", "active", "mig")},
+                                  "sample": f"factor_capture.py --num-train {args.factors} --seed 0, at this leg's checkpoint"}
             print(json.dumps(row), flush=True)
             with open(out / "curves.jsonl", "a") as f:
                 f.write(json.dumps(row) + "\n")
