@@ -71,6 +71,7 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model_config = parse_sets(args.set)
+    store = open_store(args.store) if args.factors else None  # opened once, read at every leg
     tag = "-".join(f"{k}{v}" for k, v in sorted(model_config.items()))
     for seed in [int(s) for s in args.seeds.split(",")]:
         run_dir = out / f"{args.model}{'-' + args.tag if args.tag else ''}{'-' + tag if tag else ''}-s{seed}"
@@ -87,7 +88,7 @@ def main(argv=None):
                    "metrics": flat_scalars(res["metrics"]),
                    "run_dir": str(run_dir)}
             if args.factors:
-                held = factor_capture(run_dir, open_store(args.store), args.factors, 0)
+                held = factor_capture(run_dir, store, args.factors, 0)
                 row["factors"] = {**{k: held[k] for k in ("gap", "best_nmi", "latent", "active", "mig")},
                                   "sample": f"factor_capture.py --num-train {args.factors} --seed 0, at this leg's checkpoint"}
             print(json.dumps(row), flush=True)
