@@ -63,7 +63,15 @@ prepare() {  # job: its store (from CARRY or rendered) and the run folders the l
     esac || return 1
   fi
   mkdir -p "$W/runs-$job"
-  for t in "$CARRY/${job}"_s*.tar.xz; do [ -f "$t" ] && untar_xz "$t" "$W/runs-$job"; done
+  # a carried run folder only where WORK has none: a lease's second call finds the first call's newer checkpoints in
+  # WORK, and unpacking CARRY over them set the runs back to the last lease's step (it did, on 2026-11-27: 62k → 30k)
+  local t seed
+  for t in "$CARRY/${job}"_s*.tar.xz; do
+    [ -f "$t" ] || continue
+    seed=${t%.tar.xz}; seed=${seed##*_s}
+    if ls -d "$W/runs-$job"/*-s"$seed" >/dev/null 2>&1; then echo "$job seed $seed: WORK's run folder kept"; continue; fi
+    untar_xz "$t" "$W/runs-$job"
+  done
   return 0
 }
 t=$(date +%s)
