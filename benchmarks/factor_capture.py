@@ -66,6 +66,13 @@ def factor_capture(run_dir, store, num_train: int, seed: int, allow_incomplete: 
             "mig": held["mig"], "active": active, "class_order": order_of}
 
 
+def factor_row(run_dir, store, num_train: int, seed: int = 0) -> dict:
+    """``factor_capture`` as the curve scripts record it in a row's ``factors`` (learning_curves.py, long_training.py:
+    one shape for both), with the sample it was measured on."""
+    return {**factor_capture(run_dir, store, num_train, seed),
+            "sample": f"factor_capture.py --num-train {num_train} --seed {seed}, at this leg's checkpoint"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workdir", nargs="?", help="a pipeline workdir with report_inputs.json")

@@ -65,7 +65,7 @@ def main(argv=None):
     from probe.metrics import evaluate_run
     from probe.train import train_run
     from probe.data import open_store
-    from factor_capture import factor_capture  # this folder is sys.path[0] when run as a script
+    from factor_capture import factor_row  # this folder is sys.path[0] when run as a script
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -88,9 +88,7 @@ def main(argv=None):
                    "metrics": flat_scalars(res["metrics"]),
                    "run_dir": str(run_dir)}
             if args.factors:
-                held = factor_capture(run_dir, store, args.factors, 0)
-                row["factors"] = {**{k: held[k] for k in ("gap", "best_nmi", "latent", "active", "mig")},
-                                  "sample": f"factor_capture.py --num-train {args.factors} --seed 0, at this leg's checkpoint"}
+                row["factors"] = factor_row(run_dir, store, args.factors)
             print(json.dumps(row), flush=True)
             with open(out / "curves.jsonl", "a") as f:
                 f.write(json.dumps(row) + "\n")

@@ -26,7 +26,7 @@ T0 = time.perf_counter()
 
 
 def main(argv=None) -> None:
-    from factor_capture import factor_capture  # this folder is sys.path[0] when run as a script
+    from factor_capture import factor_row  # this folder is sys.path[0] when run as a script
     from learning_curves import flat_scalars, parse_sets
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -111,7 +111,7 @@ def main(argv=None) -> None:
                 res = evaluate_run(run_dir, args.store, metrics="mig,reconstruction,active_units", seed=0,
                                    **eval_settings)
                 row["metrics"] = flat_scalars(res["metrics"])
-                row["factors"] = factor_capture(run_dir, store, eval_settings["num_train"], 0)
+                row["factors"] = factor_row(run_dir, store, eval_settings["num_train"])
             print(json.dumps(row), flush=True)
             with open(args.rows or out / "curves.jsonl", "a") as f:
                 f.write(json.dumps(row) + "\n")
