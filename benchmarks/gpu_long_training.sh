@@ -49,19 +49,31 @@ untar_xz() {  # archive folder: Python's lzma, so no xz binary is needed there
 JOBS_WANTED=${ONLY:-shapes3d64 dsprites64}
 JOBS_RETURNED=${RETURN:-$JOBS_WANTED}
 ROWS="$OUT/long_training.jsonl"
-store_of() { echo "$W/$1.zarr"; }
-prepare() {  # job: its store (from CARRY or rendered) and the run folders the last lease returned
-  local job=$1 store; store=$(store_of "$1")
-  if [ ! -d "$store" ] && [ -f "$CARRY/$job.zarr.tar.xz" ]; then
-    untar_xz "$CARRY/$job.zarr.tar.xz" "$W" || return 1
+# a job names its store and its model settings; two jobs may share a store
+store_name() { case $1 in dsprites64*) echo dsprites64 ;; *) echo "$1" ;; esac; }
+store_of() { echo "$W/$(store_name "$1").zarr"; }
+job_sets() {  # a job's hyperparameters beyond Table 2's
+  case $1 in
+    dsprites64b32) echo "--set beta=32" ;;  # 4x Table 2's KL weight (issue 24: dSprites-like's next single variable)
+  esac
+}
+prepare_store() {  # store name: from CARRY, else rendered
+  local name=$1 store="$W/$1.zarr"
+  if [ ! -d "$store" ] && [ -f "$CARRY/$name.zarr.tar.xz" ]; then
+    untar_xz "$CARRY/$name.zarr.tar.xz" "$W" || return 1
   fi
   if [ ! -d "$store" ]; then
-    case $job in
+    case $name in
       shapes3d64) probe datasets generate shapes3d --out "$store" --resolution 64 --factor-sizes 10,10,10,4,4,4 --processes \
                     --workers "$(nproc)" >/dev/null ;;
+      shapes3d64near) probe datasets generate shapes3d --out "$store" --resolution 64 --factor-sizes 10,10,10,4,4,4 --processes \
+                    --workers "$(nproc)" --option camera_distance=2.6 --option fov_deg=40 >/dev/null ;;  # the regime preset's camera
       dsprites64) probe datasets generate dsprites --out "$store" --resolution 64 --factor-sizes 3,6,10,16,16 --workers 4 >/dev/null ;;
     esac || return 1
   fi
+}
+prepare_runs() {  # job: the run folders the last lease returned
+  local job=$1
   mkdir -p "$W/runs-$job"
   # a carried run folder only where WORK has none: a lease's second call finds the first call's newer checkpoints in
   # WORK, and unpacking CARRY over them set the runs back to the last lease's step (it did, on 2026-11-27: 62k → 30k)
@@ -75,7 +87,8 @@ prepare() {  # job: its store (from CARRY or rendered) and the run folders the l
   return 0
 }
 t=$(date +%s)
-for job in $JOBS_WANTED; do prepare "$job" >> "$LOG" 2>&1 & done; wait
+for name in $(for job in $JOBS_WANTED; do store_name "$job"; done | sort -u); do prepare_store "$name" >> "$LOG" 2>&1 & done; wait
+for job in $JOBS_WANTED; do prepare_runs "$job" >> "$LOG" 2>&1; done
 echo "stores ready in $(( $(date +%s) - t )) s; runs carried in: $(ls "$W"/runs-*/ 2>/dev/null | tr '\n' ' ')" | tee -a "$LOG"
 ( while sleep 15; do nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader; done ) >> "$LOG" 2>&1 &
 MON=$!
@@ -85,7 +98,7 @@ train() {  # job [engine]; if the vmapped engine fails (not the timeout) before 
   [ "$left" -ge 30 ] || { echo "$job: no time left for the $engine engine"; return 1; }  # (`timeout 0` = no limit)
   timeout "$left" $PY benchmarks/long_training.py --store "$(store_of "$job")" --model beta-vae --seeds 0,1,2,3,4 \
       --out "$W/runs-$job" --rows "$ROWS" --deadline-at "$DEADLINE_AT" --tag "$job" \
-      --engine "$engine" --checkpoint-every 5000 ${STEPS:+--steps $STEPS} >> "$W/log_$job.txt" 2>&1
+      --engine "$engine" --checkpoint-every 5000 ${STEPS:+--steps $STEPS} $(job_sets "$job") >> "$W/log_$job.txt" 2>&1
   rc=$?
   [ "$rc" = 0 ] || [ "$rc" = 124 ] || grep -qs "\"tag\": \"$job\"" "$ROWS" || [ "$engine" = loop ] || train "$job" loop
   return $rc
