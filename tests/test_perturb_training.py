@@ -202,6 +202,33 @@ def test_random_psi_control_keeps_psi_at_its_initialisation_while_the_decoders_l
     assert done["coverage"]["linf_quantiles"]["p50"] < 0.1  # an untrained m spends little of ε (hence full_budget)
 
 
+def test_frozen_decoders_keep_the_restarts_weights_while_psi_learns(restarts):
+    """decoder_batches_per_step 0 (issue 24): the decoders end bit-identical to the restarts', ψ moves and lowers the
+    objective against them, and each logged row's decoder losses are its ψ batch's (the decoders' losses on x′)."""
+    from probe.perturb import train_manipulation
+    from probe.perturb.adversarial import appendix_b1_deviations
+    from probe.train import ManipulationRunFolder, load_run
+
+    store, runs, root = restarts
+    cfg = {**TINY, "decoder_batches_per_step": 0, "steps": 6, "manipulation_lr": 1e-2}
+    out = train_manipulation(store.path, [runs[0]], [runs[1]], root / "frozen", cfg, progress=False)
+    state = ManipulationRunFolder(out).load_checkpoint()
+    for side, run in (("decoders_entangled", runs[0]), ("decoders_disentangled", runs[1])):
+        start = load_run(run, device="cpu")[0].decoder.state_dict()
+        assert all(torch.equal(state[side][0][k], start[k]) for k in start), side
+    rows = [json.loads(line) for line in (out / "losses.jsonl").read_text().splitlines()]
+    assert len(rows) == 6
+    assert all(r["decoder_rec_entangled"] == r["rec_entangled"] and r["decoder_rec_disentangled"] == r["rec_disentangled"]
+               for r in rows)
+    final = json.loads((out / "done.json").read_text())["final"]
+    # with the decoders fixed, ψ alone moves the gap dis − ent; it moves it towards the entangled side
+    assert final["after"]["dis_minus_ent"] > final["before"]["dis_minus_ent"]
+    assert any("frozen at the restarts' weights" in d for d in appendix_b1_deviations(cfg, "dsprites"))
+    with pytest.raises(UserError, match="decoder_batches_per_step"):
+        train_manipulation(store.path, [runs[0]], [runs[1]], root / "bad", {**TINY, "decoder_batches_per_step": -1},
+                           progress=False)
+
+
 def test_apply_manipulation_writes_bounded_store(restarts, manipulation, tmp_path):
     from probe.data import open_store
     from probe.perturb import apply_manipulation, load_manipulation, manipulate, normalised_factors

@@ -34,7 +34,7 @@ from probe.report.inputs import (
     metric_label, metric_value, model_order, present_metrics, seeded_values_by_group, tidy_rows, untrained_runs,
     values_by_group, verdict_metrics,
 )
-from probe.report.random_psi import random_psi_section
+from probe.report.random_psi import decoders_frozen, random_psi_section
 from probe.report.schema import load_inputs, missing_section, resolve_path, setting, store_fact
 from probe.report.stats import ALPHA, MARGIN, compare, holm_adjust, verdict, verdict_rule_text, welch_t_test
 from probe.report.why import linear_pca_judgement, status_cell, why_section
@@ -736,7 +736,7 @@ class _Builder:
         if gap.get("before") is not None and gap.get("after") is not None:
             doc.para(f"Decoder loss gap dis − ent (Bernoulli nats per image; > 0: the entangled alignment is the "
                      f"cheaper one): {gap['before']:+.2f} on x with the restarts' decoders, {gap['after']:+.2f} on x′ "
-                     "with the fine-tuned decoders.")
+                     + ("with the same decoders (frozen)." if decoders_frozen(man) else "with the fine-tuned decoders."))
         deviations = inputs.get("manipulation_deviations")  # appendix_b1_deviations, listed by the report stage
         if deviations:
             doc.para("Deviations from the paper's manipulation (appendix B.1): " + "; ".join(deviations) + ".")

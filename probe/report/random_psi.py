@@ -19,6 +19,13 @@ CURVE_KEYS = ("decoder_rec_entangled", "decoder_rec_disentangled")
 EIGENVALUES_SHOWN = 4
 
 
+def decoders_frozen(record: dict | None) -> bool:
+    """Whether a manipulation record's decoders stayed at the restarts' weights (its config's
+    ``decoder_batches_per_step`` 0) instead of being fine-tuned on x′ as in the paper's appendix B.1."""
+    cfg = (record or {}).get("config") or {}
+    return cfg.get("decoder_batches_per_step") == 0
+
+
 def random_psi_section(builder, doc, inputs: dict) -> dict | None:
     learned = inputs.get("manipulation") or {}
     control = inputs.get("manipulation_random")
@@ -30,11 +37,13 @@ def random_psi_section(builder, doc, inputs: dict) -> dict | None:
     budget = ("each image's random m is rescaled to ‖m‖∞ = 1, so it spends the whole budget ε as the saturated learned "
               "m does (an untrained renderer's m is small: median |m|∞ ≈ 0.005 at 32×32)" if control.get("full_budget", cfg.get("normalise_linf"))
               else "the random m is used as initialised (not rescaled: it may spend little of ε)")
+    decoders = ("both decoders stay frozen at the restarts' weights, as for the learned m, and are scored on x′ = "
+                "fold(x + ε·m_random(w))" if decoders_frozen(control) else
+                "both decoders are fine-tuned on x′ = fold(x + ε·m_random(w)) exactly as on the learned m's x′")
     doc.para("The control runs the manipulation's training loop once more with ψ frozen at its seeded random "
              f"initialisation, the learned ψ's starting point (ε {_num(cfg.get('epsilon'), 'g')}, seed "
-             f"{cfg.get('seed', '?')}, {cfg.get('steps', '?')} steps, the same batches and decoder schedule): both "
-             "decoders are fine-tuned on x′ = fold(x + ε·m_random(w)) exactly as on the learned m's x′; "
-             f"{budget}. No model is retrained on it. If *learning* m is what favours the entangled alignment, the gap "
+             f"{cfg.get('seed', '?')}, {cfg.get('steps', '?')} steps, the same batches and decoder schedule): "
+             f"{decoders}; {budget}. No model is retrained on it. If *learning* m is what favours the entangled alignment, the gap "
              "dis − ent (Bernoulli nats per image; > 0: the entangled alignment is the cheaper one) grows more with the "
              "learned m than with the random one, while for both the global PCA of x′ stays close to orig's.")
     why = inputs.get("why") or {}
@@ -45,7 +54,7 @@ def random_psi_section(builder, doc, inputs: dict) -> dict | None:
     gain_l, gain_r = sides["learned"].get("gap_change"), sides["random"].get("gap_change")
     after_l, after_r = sides["learned"].get("gap_after"), sides["random"].get("gap_after")
     if None not in (gain_l, gain_r, after_l, after_r):
-        doc.para(f"After fine-tuning the gap is {after_l:+.2f} with the learned m and {after_r:+.2f} with the random m: "
+        doc.para(f"After {'training' if decoders_frozen(control) else 'fine-tuning'} the gap is {after_l:+.2f} with the learned m and {after_r:+.2f} with the random m: "
                  f"learning ψ moved it {after_l - after_r:+.2f} nats per image beyond the random ψ (change from x: learned "
                  f"{gain_l:+.2f}, random {gain_r:+.2f}; one run each, no spread over seeds).")
     for side, g in (("learned", why.get("global_pca")), ("random", why.get("global_pca_random"))):
