@@ -51,10 +51,16 @@ JOBS_RETURNED=${RETURN:-$JOBS_WANTED}
 ROWS="$OUT/long_training.jsonl"
 # a job names its store and its model settings; two jobs may share a store
 store_name() { case $1 in dsprites64*) echo dsprites64 ;; *) echo "$1" ;; esac; }
+# s3d32near-<variant> jobs: a 32×32 closer-camera store carried in (orig, or a mod store written by `probe perturb
+# apply` on the CPU: CARRY/s3d32near-<variant>.zarr.tar.xz), trained at the cpu preset's retrain settings (w 4, lr 5e-4,
+# 6 latents) for the seeds in SEEDS (default 0-4; the pipeline's retrain seeds are 100-104). The tar holds the store
+# under the job's name: `tar -C DIR -cf - s3d32near-mod.zarr | xz -6 -T2 > CARRY/s3d32near-mod.zarr.tar.xz`. Three
+# such jobs × 5 seeds return 15 run folders, over a call's 8 files: RETURN=none brings back the rows only.
 store_of() { echo "$W/$(store_name "$1").zarr"; }
 job_sets() {  # a job's hyperparameters beyond Table 2's
   case $1 in
     dsprites64b32) echo "--set beta=32" ;;  # 4x Table 2's KL weight (issue 24: dSprites-like's next single variable)
+    s3d32near-*) echo "--set lr=5e-4 --set reconstruction_weight=4 --set num_latent=6" ;;
   esac
 }
 prepare_store() {  # store name: from CARRY, else rendered
@@ -96,7 +102,7 @@ train() {  # job [engine]; if the vmapped engine fails (not the timeout) before 
   local job=$1 engine=${2:-${ENGINE:-auto}} left rc
   left=$(( DEADLINE_AT + 20 - $(date +%s) ))   # the leg in flight is cut 20 s after the deadline: the tars still go back
   [ "$left" -ge 30 ] || { echo "$job: no time left for the $engine engine"; return 1; }  # (`timeout 0` = no limit)
-  timeout "$left" $PY benchmarks/long_training.py --store "$(store_of "$job")" --model beta-vae --seeds 0,1,2,3,4 \
+  timeout "$left" $PY benchmarks/long_training.py --store "$(store_of "$job")" --model beta-vae --seeds "${SEEDS:-0,1,2,3,4}" \
       --out "$W/runs-$job" --rows "$ROWS" --deadline-at "$DEADLINE_AT" --tag "$job" \
       --engine "$engine" --checkpoint-every 5000 ${STEPS:+--steps $STEPS} $(job_sets "$job") >> "$W/log_$job.txt" 2>&1
   rc=$?
