@@ -110,3 +110,19 @@ def test_coverage_line_prints_the_smoothness_of_m():
     assert "mean |neighbour difference| / RMS 1.987" in line and "¼ cycle per pixel 0.991" in line
     assert "white noise 0.78" in line
     assert "smoothness" not in _coverage_line({"threshold": 0.05, "fraction_covered": 1.0})
+
+
+def test_with_frozen_decoders_the_section_says_so(tmp_path):
+    """decoder_batches_per_step 0 (the cpu preset): the text and the gap row name frozen decoders, not fine-tuned ones."""
+    learned = _record(tmp_path, "learned", (100.0, 102.0), (110.0, 119.0), (0.99, 1.0, 1.0), (1.95, 0.97))
+    control = _record(tmp_path, "random", (100.0, 102.0), (108.0, 111.0), (1.0, 1.0, 1.0), (0.40, 0.12),
+                      full_budget=True)
+    for record in (learned, control):
+        record["config"]["decoder_batches_per_step"] = 0
+    inputs = {"dataset": "toy", "_workdir": str(tmp_path), "manipulation": learned, "manipulation_random": control}
+    doc = Document("t")
+    random_psi_section(_Builder(tmp_path), doc, inputs)
+    md = doc.to_markdown(tmp_path)
+    assert "both decoders stay frozen at the restarts' weights" in md and "fine-tuned" not in md
+    assert "| gap dis − ent on x′ (frozen decoders) | +9.00 | +3.00 |" in md
+    assert "After training the gap is +9.00" in md

@@ -49,12 +49,14 @@ def random_psi_section(builder, doc, inputs: dict) -> dict | None:
     why = inputs.get("why") or {}
     sides = {"learned": _numbers(learned, why.get("global_pca")),
              "random": _numbers(control, why.get("global_pca_random"))}
-    rows = [[name] + [fmt(sides[s]) for s in ("learned", "random")] for name, fmt in _ROWS]
+    frozen = decoders_frozen(control)
+    rows = [[name.replace("(fine-tuned decoders)", "(frozen decoders)") if frozen else name]
+            + [fmt(sides[s]) for s in ("learned", "random")] for name, fmt in _ROWS]
     doc.table(["", "learned ψ", "random ψ (frozen)"], rows)
     gain_l, gain_r = sides["learned"].get("gap_change"), sides["random"].get("gap_change")
     after_l, after_r = sides["learned"].get("gap_after"), sides["random"].get("gap_after")
     if None not in (gain_l, gain_r, after_l, after_r):
-        doc.para(f"After {'training' if decoders_frozen(control) else 'fine-tuning'} the gap is {after_l:+.2f} with the learned m and {after_r:+.2f} with the random m: "
+        doc.para(f"After {'training' if frozen else 'fine-tuning'} the gap is {after_l:+.2f} with the learned m and {after_r:+.2f} with the random m: "
                  f"learning ψ moved it {after_l - after_r:+.2f} nats per image beyond the random ψ (change from x: learned "
                  f"{gain_l:+.2f}, random {gain_r:+.2f}; one run each, no spread over seeds).")
     for side, g in (("learned", why.get("global_pca")), ("random", why.get("global_pca_random"))):
