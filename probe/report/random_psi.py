@@ -37,8 +37,9 @@ def random_psi_section(builder, doc, inputs: dict) -> dict | None:
     budget = ("each image's random m is rescaled to ‖m‖∞ = 1, so it spends the whole budget ε as the saturated learned "
               "m does (an untrained renderer's m is small: median |m|∞ ≈ 0.005 at 32×32)" if control.get("full_budget", cfg.get("normalise_linf"))
               else "the random m is used as initialised (not rescaled: it may spend little of ε)")
+    frozen = decoders_frozen(control)
     decoders = ("both decoders stay frozen at the restarts' weights, as for the learned m, and are scored on x′ = "
-                "fold(x + ε·m_random(w))" if decoders_frozen(control) else
+                "fold(x + ε·m_random(w))" if frozen else
                 "both decoders are fine-tuned on x′ = fold(x + ε·m_random(w)) exactly as on the learned m's x′")
     doc.para("The control runs the manipulation's training loop once more with ψ frozen at its seeded random "
              f"initialisation, the learned ψ's starting point (ε {_num(cfg.get('epsilon'), 'g')}, seed "
@@ -49,9 +50,8 @@ def random_psi_section(builder, doc, inputs: dict) -> dict | None:
     why = inputs.get("why") or {}
     sides = {"learned": _numbers(learned, why.get("global_pca")),
              "random": _numbers(control, why.get("global_pca_random"))}
-    frozen = decoders_frozen(control)
-    rows = [[name.replace("(fine-tuned decoders)", "(frozen decoders)") if frozen else name]
-            + [fmt(sides[s]) for s in ("learned", "random")] for name, fmt in _ROWS]
+    rows = [[name.format(decoders="frozen" if frozen else "fine-tuned")] + [fmt(sides[s]) for s in ("learned", "random")]
+            for name, fmt in _ROWS]
     doc.table(["", "learned ψ", "random ψ (frozen)"], rows)
     gain_l, gain_r = sides["learned"].get("gap_change"), sides["random"].get("gap_change")
     after_l, after_r = sides["learned"].get("gap_after"), sides["random"].get("gap_after")
@@ -138,7 +138,7 @@ def _hf(n: dict) -> str:
 
 _ROWS = (
     ("gap dis − ent on x (restarts' decoders)", lambda n: _num(n.get("gap_before"), "+.2f")),
-    ("gap dis − ent on x′ (fine-tuned decoders)", lambda n: _num(n.get("gap_after"), "+.2f")),
+    ("gap dis − ent on x′ ({decoders} decoders)", lambda n: _num(n.get("gap_after"), "+.2f")),
     ("change of the gap", lambda n: _num(n.get("gap_change"), "+.2f")),
     ("entangled decoder loss x → x′", lambda n: _arrow(n.get("entangled_before"), n.get("entangled_after"))),
     ("disentangled decoder loss x → x′", lambda n: _arrow(n.get("disentangled_before"), n.get("disentangled_after"))),
