@@ -115,3 +115,34 @@ def test_global_pca_change_of_images_is_global_pca_change_of_a_store(make_toy_st
     assert whole["mean_sq_pixel_difference"] > 0 and same["mean_sq_pixel_difference"] == 0.0
     failed = random_global_pca(a.path, tmp_path / "no-such-run", WHY_SETTINGS)
     assert set(failed) == {"error"} and "UserError" in failed["error"]
+
+
+def test_apply_random_makes_the_random_m_store_only_for_models_that_train_on_it():
+    """Stage apply-random (variant mod-random): after apply in both modify graphs, a job only when some model is
+    retrained on mod-random, read by retrain (and so evaluate) through the variant's store, refused without the
+    control it applies."""
+    from probe.pipeline.stages import apply, apply_random, retrain
+    from probe.pipeline.stages.stores import variant_stage, variant_store
+
+    for name in ("modify-shapes3d", "modify-control"):
+        names = graph_of(resolve(name, "smoke")).names
+        assert names.index(apply_random.NAME) == names.index(apply.NAME) + 1
+    config = resolve("modify-shapes3d", "smoke")
+    stage = next(s for s in graph_of(config).stages(config) if s.name == apply_random.NAME)
+    assert stage.jobs(stage.config) == [] and apply_random.NAME not in _stage_inputs(config, retrain.NAME)
+    assert apply_random.result({}) is None and apply_random.result({apply_random.NAME: {"jobs": {}}}) is None
+    wanted = resolve("modify-shapes3d", "smoke", {"retrain.model_variants": {"beta-vae": ["orig", "mod", "mod-random"]}})
+    graph_of(wanted).validate(wanted, deep=False)
+    stage = next(s for s in graph_of(wanted).stages(wanted) if s.name == apply_random.NAME)
+    (job,) = stage.jobs(stage.config)
+    assert job.fn is apply_random.job_apply_random and stage.inputs == ["store", manipulate_random.NAME]
+    assert apply_random.NAME in _stage_inputs(wanted, retrain.NAME) and apply_random.NAME in _stage_inputs(wanted, "report")
+    keys = [j.key for s in graph_of(wanted).stages(wanted) if s.name == retrain.NAME for j in s.jobs(s.config)]
+    assert [k for k in keys if "mod-random" in k] == ["beta-vae-mod-random-s100", "beta-vae-mod-random-s101"]
+    assert variant_stage("mod-random") is apply_random
+    inputs = {apply_random.NAME: {"jobs": {apply_random.NAME: {"path": "/w/r.zarr", "digest": "d", "epsilon": 0.175}}}}
+    assert variant_store(inputs, "mod-random") == "/w/r.zarr" and apply_random.result(inputs).epsilon == 0.175
+    off = resolve("modify-shapes3d", "smoke", {"retrain.variants": ["orig", "mod", "noise", "mod-random"],
+                                               "manipulate-random.enabled": False})
+    with pytest.raises(UserError, match=r"needs \[manipulate-random\] enabled = true"):
+        graph_of(off).validate(off, deep=False)

@@ -155,11 +155,11 @@ def test_rerun_recomputes_nothing(smoke, capsys):
                            "--scheduler", "synchronous"], capsys)
     elapsed = time.time() - start
     assert code == 0, err
-    assert "(0 job(s) run)" in err and err.count("cached") == 12
+    assert "(0 job(s) run)" in err and err.count("cached") == 13
     assert elapsed < 20
     assert json.loads((smoke.workdir / "report_inputs.json").read_text()) == before
     code, out, err = run_probe(["pipeline", "status", str(smoke.workdir)], capsys)
-    assert code == 0 and out.count("complete") == 12 and "not running" in out
+    assert code == 0 and out.count("complete") == 13 and "not running" in out
 
 
 def _copy_upstream(src: Path, dst: Path) -> None:
@@ -214,6 +214,50 @@ def test_kill_during_training_then_resume_gives_identical_metrics(smoke, tmp_pat
     assert set(b) == {k for k in a if k[0] in ("ae", "beta-vae")} and len(b) == 12
     for key in b:
         assert b[key]["metrics"] == a[key]["metrics"], key
+
+
+def test_models_retrained_on_the_random_m_get_its_store_and_a_section_of_their_own(smoke, tmp_path):
+    # issue 24: variant mod-random, the frozen random-ψ control's m applied (stage apply-random), for the β-VAE only;
+    # upstream stages copied (cached), the orig/mod/noise runs the same as the shared workdir's
+    from probe.data import open_store
+
+    wd = tmp_path / "random-m"
+    _copy_upstream(smoke.workdir, wd)
+    run = run_pipeline(PIPELINE, workdir=wd, preset="smoke", scheduler="synchronous", progress=False,
+                       overrides={"retrain.models": ["ae", "beta-vae"],
+                                  "retrain.model_variants": {"beta-vae": ["orig", "mod", "noise", "mod-random"]}})
+    assert all(r.cached for r in run.reports if r.name in UPSTREAM)
+    ri = load_inputs(wd)
+    random_m, control = ri["random_m"], ri["manipulation_random"]
+    store = open_store(random_m["store"]["path"])
+    assert store.digest == random_m["store"]["digest"] not in {ri["stores"][v]["digest"] for v in ("orig", "mod", "noise")}
+    assert store.origin["kind"] == "perturbed" and store.origin["config"]["manipulation"]["dir"] == control["dir"]
+    assert store.origin["config"]["manipulation"]["config"]["normalise_linf"] is True
+    eps = ri["stores"]["mod"]["epsilon"]
+    assert random_m["store"]["epsilon"] == pytest.approx(eps)
+    # the random m spends the budget: |x′ − x| reaches ε (to the uint8 step) and never passes it
+    assert eps - 1 / 255 <= store.origin["max_abs_diff"] <= eps + 0.5 / 255
+    assert {(r["model"], r["variant"], r["seed"]) for r in random_m["runs"]} == {("beta-vae", "mod-random", 100),
+                                                                                ("beta-vae", "mod-random", 101)}
+    for r in random_m["runs"]:
+        assert json.loads((Path(r["run_dir"]) / "config.json").read_text())["store"]["digest"] == store.digest
+    assert {r["variant"] for r in ri["runs"]} == {"orig", "mod", "noise"}
+    a, b = _runs_by_key(json.loads((smoke.workdir / "report_inputs.json").read_text())), _runs_by_key(ri)
+    assert set(b) == {k for k in a if k[0] in ("ae", "beta-vae")}
+    for key in b:
+        assert b[key]["metrics"] == a[key]["metrics"], key
+    captured = random_m["factor_capture"]["runs"]
+    assert [(e["variant"], e["seed"]) for e in captured] == [("mod-random", 100), ("mod-random", 101)]
+    assert all("error" not in e for e in captured)
+    for e, r in zip(captured, sorted(random_m["runs"], key=lambda r: r["seed"])):
+        assert e["mig"] == pytest.approx(r["metrics"]["mig"]["mig"])  # the capture reproduces MIG on that store
+    made = run.results["report"]["jobs"]["report"]["report"]
+    md = Path(made["markdown"]).read_text()
+    assert "## Retrained on the random m: is it learning m that moves the models? (dsprites)" in md
+    summary = json.loads((Path(made["markdown"]).parent / "summary.json").read_text())
+    shown = summary["random_m"]["dsprites"]["models"]["beta-vae"]
+    assert shown["mod-random"] == [r["metrics"]["mig"]["mig"] for r in sorted(random_m["runs"], key=lambda r: r["seed"])]
+    assert list(summary["random_m"]["dsprites"]["models"]) == ["beta-vae"]
 
 
 def _wait_for(path: Path, timeout: float = 60) -> None:
@@ -277,6 +321,8 @@ def test_external_dask_scheduler_with_two_workers(smoke, tmp_path, capsys):
     (["--set", "retrain.models=ae,no-such-model"], "no-such-model"),
     (["--set", "retrain.seedz=3"], "retrain.seedz"),
     (["--set", "retrain.train.stepz=3"], "stepz"),
+    (["--set", "manipulate-random.enabled=false", "--set", "retrain.variants=orig,mod,noise,mod-random"],
+     "needs [manipulate-random] enabled = true"),
     (["--preset", "huge"], "no preset 'huge'"),
     (["--preset", "paper"], "probe datasets fetch dsprites"),
 ])

@@ -1,10 +1,11 @@
 """The stage graph of each pipeline kind (``[pipeline] kind`` of a pipeline definition, probe/pipeline/definitions/*.toml): its stage modules in run order
 and its checks before any work.
 
-    modify      store → restarts → select → manipulate → manipulate-random → apply → noise → retrain → evaluate
-                → robustness → linear-pca → report
+    modify      store → restarts → select → manipulate → manipulate-random → apply → apply-random → noise → retrain
+                → evaluate → robustness → linear-pca → report   (apply-random has a job only when a model trains on
+                mod-random, the random-ψ control's m)
     linear-pca  store → synthetic → linear-pca → report
-    control     store → restarts → select → manipulate → manipulate-random → apply → noise → rotated → dose → retrain
+    control     store → restarts → select → manipulate → manipulate-random → apply → apply-random → noise → rotated → dose → retrain
                 → evaluate → robustness → linear-pca → report   (modify + the control's L1 and L3 stores,
                 docs/notes/control.md)
     audit       store → plugin-check → restarts → select → manipulate → apply → noise → plugin-train
@@ -29,7 +30,7 @@ from typing import Callable
 from probe.errors import UserError
 from probe.pipeline.audit import audit_config, validate_audit
 from probe.pipeline.engine import Stage
-from probe.pipeline.stages import (apply, dose, evaluate, linear_pca, linear_pca_report, manipulate,
+from probe.pipeline.stages import (apply, apply_random, dose, evaluate, linear_pca, linear_pca_report, manipulate,
                                    manipulate_random, noise, plugin_check, plugin_evaluate, plugin_train, report,
                                    restarts, retrain, robustness, rotated, select, store, synthetic)
 from probe.pipeline.stages import audit as audit_stage
@@ -83,8 +84,8 @@ class Graph:
         return self.modules[:i] + inserted + self.modules[i:]
 
 
-MODIFY = Graph((store, restarts, select, manipulate, manipulate_random, apply, noise, retrain, evaluate, robustness,
-                linear_pca, report))
+MODIFY = Graph((store, restarts, select, manipulate, manipulate_random, apply, apply_random, noise, retrain, evaluate,
+                robustness, linear_pca, report))
 
 # the modify graph with the control's L1 and L3 stores made before the training stages read them
 CONTROL = Graph(MODIFY.before(retrain, rotated, dose))

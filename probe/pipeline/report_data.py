@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from probe.data.variants import VARIANTS
+from probe.data.variants import RANDOM_M, VARIANTS
 from probe.report.schema import resolve, setting
 
 SEED = 0
@@ -51,6 +51,10 @@ def add_report_data(inputs: dict, *, root=None) -> dict:
     out = dict(inputs)
     out["stores"] = store_facts(inputs.get("stores") or {}, root)
     out["factor_capture"] = capture_runs(inputs, root) if inputs.get("runs") else None
+    random_m = inputs.get("random_m")
+    if random_m and random_m.get("runs"):  # the runs on the random-ψ control's m, each on that store
+        out["random_m"] = {**random_m, "factor_capture": capture_runs(
+            inputs, root, runs=random_m["runs"], stores={RANDOM_M: random_m["store"]})}
     latents = restart_latents(inputs, root)
     if latents is not None:
         out["restart_latents"] = latents
@@ -154,11 +158,12 @@ def run_capture(run_dir, store, sample: dict, device: str = "cpu") -> dict:
     return capture
 
 
-def capture_runs(inputs: dict, root) -> dict:
+def capture_runs(inputs: dict, root, *, runs: list[dict] | None = None, stores: dict | None = None) -> dict:
     """{"runs": [{model, variant, seed, run_dir, gap, latent, best_nmi, mig, active} or {model, variant, seed,
     run_dir, error}], "factor_names", "sample", "device", "wall_time_s"} for every retrained run (the schema's
-    ``CAPTURE_*`` fields), each on the store it was trained on. A GPU encodes when there is one: the full preset's
-    10,000-image samples over hundreds of runs take long on a CPU."""
+    ``CAPTURE_*`` fields), each on the store it was trained on: ``inputs["runs"]`` on ``inputs["stores"]``, or ``runs``
+    on ``stores`` ({variant: store entry}). A GPU encodes when there is one: the full preset's 10,000-image samples
+    over hundreds of runs take long on a CPU."""
     import torch
 
     from probe.data import open_store
@@ -166,19 +171,21 @@ def capture_runs(inputs: dict, root) -> dict:
     sample = mig_sample_settings(inputs)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     started = time.time()
-    stores, entries = {}, []
+    runs = inputs["runs"] if runs is None else runs
+    stores = (inputs.get("stores") or {}) if stores is None else stores
+    opened, entries = {}, []
     factor_names = None
-    for run in sorted(inputs["runs"],
-                      key=lambda r: (str(r["model"]), VARIANTS.index(r["variant"]), r.get("seed") or 0)):
+    order = {v: i for i, v in enumerate(VARIANTS)}
+    for run in sorted(runs, key=lambda r: (str(r["model"]), order.get(r["variant"], len(order)), r.get("seed") or 0)):
         entry = {"model": run["model"], "variant": run["variant"], "seed": run.get("seed"),
                  "run_dir": run.get("run_dir")}
         try:
-            if run["variant"] not in stores:
-                path = resolve(root, ((inputs.get("stores") or {}).get(run["variant"]) or {}).get("path"))
+            if run["variant"] not in opened:
+                path = resolve(root, (stores.get(run["variant"]) or {}).get("path"))
                 if path is None:
                     raise FileNotFoundError(f"the inputs name no {run['variant']} store")
-                stores[run["variant"]] = open_store(path)
-            store = stores[run["variant"]]
+                opened[run["variant"]] = open_store(path)
+            store = opened[run["variant"]]
             factor_names = factor_names or list(store.factor_names)
             entry.update(run_capture(resolve(root, run.get("run_dir")), store, sample, device))
         except Exception as exc:  # noqa: BLE001 - a missing checkpoint or store is stated in the report

@@ -46,6 +46,7 @@ class StageValues:
     rotated_store: RotatedResult | None = None    # control pipeline: rotated
     dose_stores: dict[str, DoseStore] | None = None  # control pipeline: dose variant -> its store
     manipulation_random: RandomControlResult | None = None  # manipulate-random: the frozen random-ψ control
+    random_m_store: StoreResult | None = None     # apply-random: the control's m applied (when a model trains on it)
 
 
 def provenance(meta: dict) -> dict:
@@ -123,12 +124,24 @@ def control_entries(values: StageValues, runs: list[dict]) -> dict:
                         "disentangled": manipulate.disentangled}}
 
 
+def random_m_entries(values: StageValues, runs: list[dict]) -> dict | None:
+    """The models retrained on the random-ψ control's m (variant mod-random, stage apply-random; the report's section:
+    probe.report.random_m): its store and their runs, None where no model trained on it."""
+    from probe.pipeline.variants import RANDOM_M
+
+    mine = [r for r in runs if r["variant"] == RANDOM_M]
+    if values.random_m_store is None or not mine:
+        return None
+    return {"store": {**values.random_m_store.entry(), "epsilon": values.random_m_store.epsilon}, "runs": mine}
+
+
 def report_inputs(values: StageValues, meta: dict, *, pipeline: str, runs: list[dict],
                   restarts: list[dict] | None = None, robustness: list[dict] | None = None,
-                  linear_pca: dict | None = None, extra_provenance: dict | None = None) -> dict:
+                  linear_pca: dict | None = None, extra_provenance: dict | None = None,
+                  random_m: dict | None = None) -> dict:
     """The report_inputs dict of a run whose stages include store, manipulate, apply and noise, before the sections
     ``probe.pipeline.report_data`` computes; ``extra_provenance`` is added to the provenance entry (the audit's
-    reference config)."""
+    reference config); ``random_m``: ``random_m_entries``'s (``runs`` holds the orig, mod and noise runs only)."""
     return {
         "pipeline": pipeline, "preset": meta.get("preset"), "dataset": meta.get("dataset"), "workdir": meta.get("workdir"),
         "provenance": {**provenance(meta), **(extra_provenance or {})},
@@ -140,4 +153,5 @@ def report_inputs(values: StageValues, meta: dict, *, pipeline: str, runs: list[
         "runs": runs,
         "robustness": robustness or [],
         "linear_pca": linear_pca,
+        "random_m": random_m,
     }

@@ -9,14 +9,18 @@ reads runs by them); this module adds the variants the pipeline can make stores 
 * ``rotated`` (L1): the store rendered from the factors rotated before rendering (stage ``rotated``): a known
   entangling transformation, so a model that follows the images' preferred axes must lose its alignment;
 * ``mod-x<scale>`` (L3, dose–response): the learned manipulation applied at ``scale`` × ε (stage ``dose``).
+
+Any modify pipeline can also train on ``mod-random`` (``RANDOM_M``): the frozen random-ψ control's m(w) at the same ε
+(stage ``apply-random``, which needs ``[manipulate-random] enabled``). Its runs are reported beside mod's, not in the
+verdict table (probe.report.random_psi).
 """
 
 from __future__ import annotations
 
-from probe.data.variants import DOSE_PREFIX, VARIANTS, dose_scale, dose_variant  # noqa: F401 - re-exported
+from probe.data.variants import DOSE_PREFIX, RANDOM_M, VARIANTS, dose_scale, dose_variant  # noqa: F401 - re-exported
 from probe.errors import UserError
 
-STORE_VARIANTS = VARIANTS + ("rotated",)   # each made by one stage (and the dose variants): stages/stores.py
+STORE_VARIANTS = VARIANTS + ("rotated", RANDOM_M)   # each made by one stage (and the dose variants): stages/stores.py
 CONTROL_VARIANTS = ("rotated",)  # and every dose variant, dose_variant(scale)
 
 

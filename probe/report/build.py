@@ -24,6 +24,7 @@ from probe.metrics.registry import PRIMARY_METRIC
 from probe.report import figures as fig
 from probe.report import paper
 from probe.report.capture import capture_of, encoded_by_run, summarise_capture
+from probe.report.cells import cell as _cell, change as _change, fmt as _fmt, fmt_p as _fmt_p
 from probe.report.control import control_section
 from probe.report.document import Document
 from probe.report.gates import (
@@ -34,6 +35,7 @@ from probe.report.inputs import (
     metric_label, metric_value, model_order, present_metrics, seeded_values_by_group, tidy_rows, untrained_runs,
     values_by_group, verdict_metrics,
 )
+from probe.report.random_m import random_m_section
 from probe.report.random_psi import decoders_frozen, random_psi_section
 from probe.report.schema import load_inputs, missing_section, resolve_path, setting, store_fact
 from probe.report.stats import ALPHA, MARGIN, compare, holm_adjust, verdict, verdict_rule_text, welch_t_test
@@ -43,39 +45,11 @@ REPORT_FILES = ("report.md", "report.html")
 SMOKE_FIGURE_LABEL = "smoke — not results"
 
 
-def _fmt(x, digits: int = 2) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    return f"{x:.{digits}f}"
-
-
-def _fmt_p(p) -> str:
-    if p is None or (isinstance(p, float) and math.isnan(p)):
-        return "—"
-    return f"{p:.2g}" if p >= 1e-3 else f"{p:.1e}"
-
-
 def _run_name(run_dir) -> str:
     """A run's identity for tables: its folder, or the job folder around it when the folder is the pipeline's
     generic ``run`` (``WORKDIR/<stage>/<digest>/<job>/run``)."""
     path = Path(str(run_dir or ""))
     return path.parent.name if path.name == "run" and path.parent.name else path.name
-
-
-def _cell(vals) -> str:
-    if not vals:
-        return "—"
-    if len(vals) == 1:
-        return f"{vals[0]:.2f} (n=1)"
-    return f"{np.mean(vals):.2f} ± {np.std(vals, ddof=1):.2f}"
-
-
-def _change(c: dict | None, with_p: bool = True) -> str:
-    if c is None:
-        return "no runs"
-    lo, hi = c["ci"]
-    ci = "" if math.isnan(lo) else f" [{lo:+.2f}, {hi:+.2f}]"
-    return f"{c['delta']:+.2f}{ci}" + (f", p={_fmt_p(c['p'])}" if with_p else "")
 
 
 def _check_out_dir(out_dir: Path) -> None:
@@ -166,6 +140,10 @@ class _Builder:
         self.capture = {self._label(i): capture_of(i) for i in self.all_inputs}
         self._verdicts(doc)
         self._control(doc)
+        for inputs in self.all_inputs:  # what the verdict's drop on mod is a drop of: the learned m, or any m(w)
+            numbers = random_m_section(self, doc, inputs, primary=self.primary, seed=self.seed)
+            if numbers is not None:
+                self.summary.setdefault("random_m", {})[self._label(inputs)] = numbers
         self._gates_table(doc)
         self._capture_section(doc)
         self._tables(doc)

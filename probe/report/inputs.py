@@ -121,12 +121,13 @@ TIDY_COLUMNS = ("dataset", "model", "variant", "seed", "kind", "hyperparameter",
 
 
 def tidy_rows(inputs: dict) -> list[dict]:
-    """Long-format rows for every retrained ("retrain") and robustness ("robustness") run of one
-    workdir: each metric column (``metric_columns``) and each alignment number present becomes one row.
-    ``scale`` is empty for retrain runs; missing values are left out rather than written as blanks."""
+    """Long-format rows for every retrained ("retrain", the runs on the random-ψ control's m among them) and
+    robustness ("robustness") run of one workdir: each metric column (``metric_columns``) and each alignment number
+    present becomes one row. ``scale`` is empty for retrain runs; missing values are left out rather than written as blanks."""
     dataset = str(inputs.get("dataset") or "dataset")
     rows = []
-    for kind, runs in (("retrain", inputs.get("runs") or []), ("robustness", inputs.get("robustness") or [])):
+    retrained = (inputs.get("runs") or []) + ((inputs.get("random_m") or {}).get("runs") or [])  # + variant mod-random
+    for kind, runs in (("retrain", retrained), ("robustness", inputs.get("robustness") or [])):
         for run in runs:
             hp = run.get("hyperparameter") or {}
             base = {"dataset": dataset, "model": run["model"], "variant": run["variant"], "seed": run.get("seed"),

@@ -18,7 +18,9 @@ Top-level keys (schema ``SCHEMA_VERSION``):
   ({orig, mod, noise}: path, digest, epsilon), ``restarts``, ``manipulation``, ``manipulation_random`` (the frozen
   random-ψ control, stage manipulate-random; null where it did not run), ``runs``, ``robustness``, ``linear_pca``,
   ``why`` (report stage; with the control, ``why.global_pca_random``: orig → the control's x′), ``control`` (control
-  pipeline);
+  pipeline), ``random_m`` (the models retrained on the random-ψ control's m, variant mod-random: {"store": {path,
+  digest, epsilon}, "runs": [as ``runs``], "factor_capture": as the top-level one, computed by the writer}; null where
+  no model trained on it — ``runs`` holds the orig, mod and noise runs only);
 * computed by the writer from stores and models (schema 2): per store in ``stores`` ``factor_names``,
   ``factor_sizes``, ``num_images`` and, for orig and mod, ``mean_image_mse``; ``factor_capture`` (per retrained
   run, ``CAPTURE_FIELDS``); ``restart_latents`` (NMI matrices and latent-traversal PNGs of the selected
@@ -134,6 +136,7 @@ def load_inputs(workdir) -> dict:
     data["restarts"] = data.get("restarts") or []
     data.setdefault("manipulation", None)
     data.setdefault("manipulation_random", None)
+    data.setdefault("random_m", None)
     data.setdefault("linear_pca", None)
     data.setdefault("stores", {})
     data.setdefault("provenance", {})

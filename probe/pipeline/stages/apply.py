@@ -12,16 +12,18 @@ INPUTS = (store, manipulate)
 
 
 def job_apply(ctx: JobContext, *, epsilon: float | None = None) -> dict:
+    return write_store(store.result(ctx.inputs).path, manipulate.result(ctx.inputs).dir, ctx.job_dir / "mod.zarr",
+                       epsilon)
+
+
+def write_store(orig_path, manipulation_dir, out, epsilon: float | None = None) -> dict:
+    """The store x′ = fold(x + ε·m(w)) of the manipulation run in ``manipulation_dir`` at ``out`` (kept where a
+    resumed job finds it written), as this stage's result records it; also stage apply-random's, for the random ψ."""
+    from probe.data import open_store
     from probe.perturb import apply_manipulation
 
-    out = ctx.job_dir / "mod.zarr"
-    if out.exists():
-        from probe.data import open_store
-
-        mod = open_store(out)
-    else:
-        mod = apply_manipulation(store.result(ctx.inputs).path, manipulate.result(ctx.inputs).dir, out, epsilon=epsilon)
-    return {"path": str(out), "digest": mod.digest, "epsilon": _store_epsilon(mod, epsilon)}
+    made = open_store(out) if out.exists() else apply_manipulation(orig_path, manipulation_dir, out, epsilon=epsilon)
+    return {"path": str(out), "digest": made.digest, "epsilon": _store_epsilon(made, epsilon)}
 
 
 def _store_epsilon(store, epsilon):

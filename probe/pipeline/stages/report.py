@@ -11,17 +11,19 @@ from pathlib import Path
 
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.report_data import add_report_data
-from probe.pipeline.report_inputs import (StageValues, control_entries, report_inputs, restart_entries,
-                                          robustness_entries, run_entries)
-from probe.pipeline.stages import (apply, dose, evaluate, linear_pca, manipulate, manipulate_random, noise, restarts,
-                                   retrain, robustness, rotated, select, store)
+from probe.pipeline.report_inputs import (StageValues, control_entries, random_m_entries, report_inputs,
+                                          restart_entries, robustness_entries, run_entries)
+from probe.pipeline.stages import (apply, apply_random, dose, evaluate, linear_pca, manipulate, manipulate_random, noise,
+                                   restarts, retrain, robustness, rotated, select, store)
+from probe.pipeline.variants import VARIANTS
 from probe.pipeline.stages.face import input_names, present
 from probe.pipeline.why import why_inputs
 from probe.pipeline.worker import JobContext
 from probe.report.schema import write_inputs
 
 NAME = "report"
-INPUTS = (store, restarts, select, manipulate, manipulate_random, apply, noise, retrain, evaluate, robustness, linear_pca)
+INPUTS = (store, restarts, select, manipulate, manipulate_random, apply, apply_random, noise, retrain, evaluate, robustness,
+          linear_pca)
 CONTROL_INPUTS = (rotated, dose)   # the control pipeline's L1 and L3 stores (graph.CONTROL)
 
 
@@ -31,6 +33,7 @@ def stage_values(inputs: dict) -> StageValues:
     return StageValues(
         orig_store=store.result(inputs), mod_store=apply.result(inputs), noise_store=noise.result(inputs),
         manipulation=manipulate.result(inputs), manipulation_random=manipulate_random.result(inputs),
+        random_m_store=apply_random.result(inputs),
         retrain=retrain.result(inputs), evaluate=evaluate.result(inputs),
         restarts=list(restarts.result(inputs).values()), selection=select.result(inputs),
         robustness=robustness.result(inputs), linear_pca=linear_pca.result(inputs),
@@ -42,9 +45,11 @@ def job_report(ctx: JobContext, *, meta: dict, make_report: bool) -> dict:
     workdir = Path(meta["workdir"])
     runs = run_entries(values.retrain, values.evaluate)
     control = control_entries(values, runs) if values.rotated_store is not None else None
+    # the verdict tables are over orig, mod and noise; the control's and the random m's runs have sections of their own
     out = report_inputs(values, meta, pipeline=meta["pipeline"], restarts=restart_entries(values),
-                        runs=[r for r in runs if not (control and r in control["runs"])],
-                        robustness=robustness_entries(values.robustness), linear_pca=values.linear_pca)
+                        runs=[r for r in runs if r["variant"] in VARIANTS],
+                        robustness=robustness_entries(values.robustness), linear_pca=values.linear_pca,
+                        random_m=random_m_entries(values, runs))
     out["why"] = why_inputs(values)  # Fig. 1: local vs global alignment
     if control is not None:
         out["control"] = control

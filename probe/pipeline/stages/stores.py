@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from probe.pipeline.stages import apply, dose, noise, rotated, store
+from probe.pipeline.stages import apply, apply_random, dose, noise, rotated, store
 from probe.pipeline.variants import STORE_VARIANTS, check_variant, dose_scale
 
 # the stage whose result is the variant's store (dose variants: the dose stage, one store per scale)
-VARIANT_STAGES: dict[str, ModuleType] = {"orig": store, "mod": apply, "noise": noise, "rotated": rotated}
+VARIANT_STAGES: dict[str, ModuleType] = {"orig": store, "mod": apply, "noise": noise, "rotated": rotated,
+                                         "mod-random": apply_random}
 assert tuple(VARIANT_STAGES) == STORE_VARIANTS
 
 
