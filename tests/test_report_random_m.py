@@ -71,7 +71,8 @@ def test_the_section_shows_the_runs_numbers_and_a_learned_m_below_the_random_one
     assert row[6].startswith(f"{np.mean(MOD) - np.mean(random_values):+.2f}")
     gaps = [b for b in doc.blocks if b[0] == "table" and b[1][:2] == ["model", "variant"]][0]
     assert gaps[1] == ["model", "variant", "wall_hue", "shape"]
-    assert gaps[2] == [["beta-vae", "mod", "0.00 (0/5)", "0.10 (0/5)"], ["beta-vae", "mod-random", "0.74 (4/5)", "0.08 (0/5)"]]
+    assert gaps[2] == [["beta-vae", "mod", "0.00 (0/5, split 0)", "0.10 (0/5, split 0)"],
+                       ["beta-vae", "mod-random", "0.74 (4/5, split 0)", "0.08 (0/5, split 0)"]]
     text = " ".join(str(b[1]) for b in doc.blocks if b[0] == "para")
     assert "ε (0.175" in text and "Not part of the verdict rule" in text and "rescaled to ‖m‖∞ = 1" in text
     json.dumps(out)  # summary.json takes it as it is
@@ -111,3 +112,16 @@ def test_the_random_m_runs_are_rows_of_runs_csv():
     rows = tidy_rows(_inputs([0.3] * 5))
     assert sorted({r["variant"] for r in rows if r["model"] == "beta-vae"}) == ["mod", "mod-random", "noise", "orig"]
     assert {r["kind"] for r in rows if r["variant"] == "mod-random"} == {"retrain"}
+
+
+def test_a_factor_on_two_latents_counts_as_split_not_as_encoded_clearly():
+    """summarise_capture's split: best − gap (the second-best latent's normalised MI) ≥ 0.2."""
+    from probe.report.capture import summarise_capture
+
+    entries = [{"model": "beta-vae", "variant": "mod", "gap": [0.02, 0.95, 0.10], "best_nmi": [0.52, 0.99, 0.25]},
+               {"model": "beta-vae", "variant": "mod", "gap": [0.30, 0.90, 0.01], "best_nmi": [0.55, 0.98, 0.05]},
+               {"model": "beta-vae", "variant": "mod", "error": "no checkpoint"}]
+    g = summarise_capture(entries)[("beta-vae", "mod")]
+    assert g["n"] == 2 and g["encoding"] == [1, 2, 0]
+    assert g["split"] == [2, 0, 0]  # 0.52 − 0.02 and 0.55 − 0.30 ≥ 0.2; 0.25 − 0.10 is not
+    assert g["mean_gap"] == pytest.approx([0.16, 0.925, 0.055])

@@ -50,18 +50,22 @@ def capture_of(inputs: dict) -> dict:
 
 def summarise_capture(entries: list[dict], threshold: float = CAPTURE_THRESHOLD) -> dict:
     """{(model, variant): {"mean_gap": [per factor, None where no run measured it], "encoding": [seeds with gap ≥
-    threshold, per factor], "n": runs}} over the entries without an error."""
+    threshold, per factor], "split": [seeds whose second-best latent also holds ≥ threshold of the factor (normalised
+    MI best − gap), per factor], "n": runs}} over the entries without an error."""
     groups: dict = {}
     for e in entries:
         if "error" not in e:
-            groups.setdefault((e["model"], e["variant"]), []).append(e["gap"])
+            best = e.get("best_nmi") or [None] * len(e["gap"])
+            groups.setdefault((e["model"], e["variant"]), []).append(list(zip(e["gap"], best)))
     out = {}
-    for key, gaps in groups.items():
-        columns = list(zip(*gaps))
-        out[key] = {"mean_gap": [float(np.mean([g for g in c if g is not None])) if any(g is not None for g in c)
-                                 else None for c in columns],
-                    "encoding": [sum(1 for g in c if g is not None and g >= threshold) for c in columns],
-                    "n": len(gaps)}
+    for key, runs in groups.items():
+        columns = list(zip(*runs))
+        out[key] = {"mean_gap": [float(np.mean([g for g, _ in c if g is not None]))
+                                 if any(g is not None for g, _ in c) else None for c in columns],
+                    "encoding": [sum(1 for g, _ in c if g is not None and g >= threshold) for c in columns],
+                    "split": [sum(1 for g, b in c if g is not None and b is not None and b - g >= threshold)
+                              for c in columns],
+                    "n": len(runs)}
     return out
 
 
