@@ -98,7 +98,7 @@ def _gap_rows(builder, inputs: dict, random_m: dict, models: list[str]) -> dict 
     random_entries = [e for e in capture.get("runs") or [] if "error" not in e]
     if not random_entries:
         return None
-    main = (getattr(builder, "capture", {}) or {}).get(builder._label(inputs)) or {}
+    main = builder.capture.get(builder._label(inputs)) or {}  # the capture section's reading of the main runs
     entries = [e for e in main.get("runs") or [] if "error" not in e] + random_entries
     groups = summarise_capture(entries)
     names = capture.get("factor_names") or [f"factor {k}" for k in range(len(random_entries[0]["gap"]))]
