@@ -50,20 +50,20 @@ JOBS_WANTED=${ONLY:-shapes3d64 dsprites64}
 JOBS_RETURNED=${RETURN:-$JOBS_WANTED}
 ROWS="$OUT/long_training.jsonl"
 # a job names its store and its model settings; two jobs may share a store
-store_name() { case $1 in dsprites64*) echo dsprites64 ;; s3d32near-*-w2) echo "${1%-w2}" ;; *) echo "$1" ;; esac; }
+store_name() { case $1 in dsprites64*) echo dsprites64 ;; s3d32near-*-w[0-9]*) echo "${1%-w*}" ;; *) echo "$1" ;; esac; }
 # s3d32near-<variant> jobs: a 32×32 closer-camera store carried in (orig, or a mod store written by `probe perturb
 # apply` on the CPU: CARRY/s3d32near-<variant>.zarr.tar.xz), trained at the cpu preset's retrain settings (w 4, lr 5e-4,
 # 6 latents) for the seeds in SEEDS (default 0-4; the pipeline's retrain seeds are 100-104). The tar holds the store
 # under the job's name: `tar -C DIR -cf - s3d32near-mod.zarr | xz -6 -T2 > CARRY/s3d32near-mod.zarr.tar.xz`. Three
 # such jobs × 5 seeds return 15 run folders, over a call's 8 files: RETURN=none brings back the rows only.
-# s3d32near-<variant>-w2: the same store at half the reconstruction weight (w 2: the KL weighs 2× Table 2's balance).
+# s3d32near-<variant>-w<N>: the same store at reconstruction weight N (w 2: the KL weighs 2× Table 2's balance; w 1: 4×).
 # Issue 24, session 27: at w 4 the β-VAE often holds a hue as a circle on two latents (MIG ≈ 0.3); at w 1 (the old
 # quick presets, default camera) it kept two latents open, each room hue cut onto one; w 2 is the variable between.
 store_of() { echo "$W/$(store_name "$1").zarr"; }
 job_sets() {  # a job's hyperparameters beyond Table 2's
   case $1 in
     dsprites64b32) echo "--set beta=32" ;;  # 4x Table 2's KL weight (issue 24: dSprites-like's next single variable)
-    s3d32near-*-w2) echo "--set lr=5e-4 --set reconstruction_weight=2 --set num_latent=6" ;;
+    s3d32near-*-w[0-9]*) echo "--set lr=5e-4 --set reconstruction_weight=${1##*-w} --set num_latent=6" ;;
     s3d32near-*) echo "--set lr=5e-4 --set reconstruction_weight=4 --set num_latent=6" ;;
   esac
 }
