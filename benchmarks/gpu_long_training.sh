@@ -50,7 +50,7 @@ JOBS_WANTED=${ONLY:-shapes3d64 dsprites64}
 JOBS_RETURNED=${RETURN:-$JOBS_WANTED}
 ROWS="$OUT/long_training.jsonl"
 # a job names its store and its model settings; two jobs may share a store
-store_name() { case $1 in dsprites64*) echo dsprites64 ;; s3d32near-*-w[0-9]*) echo "${1%-w*}" ;; *) echo "$1" ;; esac; }
+store_name() { case $1 in dsprites64full*) echo dsprites64full ;; dsprites64*) echo dsprites64 ;; s3d32near-*-w[0-9]*) echo "${1%-w*}" ;; *) echo "$1" ;; esac; }
 # s3d32near-<variant> jobs: a 32×32 closer-camera store carried in (orig, or a mod store written by `probe perturb
 # apply` on the CPU: CARRY/s3d32near-<variant>.zarr.tar.xz), trained at the cpu preset's retrain settings (w 4, lr 5e-4,
 # 6 latents) for the seeds in SEEDS (default 0-4; the pipeline's retrain seeds are 100-104). The tar holds the store
@@ -79,6 +79,9 @@ prepare_store() {  # store name: from CARRY, else rendered
       shapes3d64near) probe datasets generate shapes3d --out "$store" --resolution 64 --factor-sizes 10,10,10,4,4,4 --processes \
                     --workers "$(nproc)" --option camera_distance=2.6 --option fov_deg=40 >/dev/null ;;  # the regime preset's camera
       dsprites64) probe datasets generate dsprites --out "$store" --resolution 64 --factor-sizes 3,6,10,16,16 --workers 4 >/dev/null ;;
+      # the official grid (737,280 images, 3 GB): at 32×32 its positions are under a pixel apart for the largest sprites
+      dsprites64full) probe datasets generate dsprites --out "$store" --resolution 64 --factor-sizes 3,6,40,32,32 \
+                    --workers "$(nproc)" >/dev/null ;;
     esac || return 1
   fi
 }
