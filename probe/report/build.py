@@ -37,6 +37,7 @@ from probe.report.inputs import (
 )
 from probe.report.random_m import random_m_section
 from probe.report.random_psi import decoders_frozen, random_psi_section
+from probe.report.pool import parts, pool, pooled_legs
 from probe.report.schema import load_inputs, missing_section, resolve_path, setting, store_fact
 from probe.report.stats import ALPHA, MARGIN, compare, holm_adjust, verdict, verdict_rule_text, welch_t_test
 from probe.report.why import linear_pca_judgement, status_cell, why_section
@@ -64,15 +65,16 @@ def _check_out_dir(out_dir: Path) -> None:
 
 
 def make_report(workdir, out_dir=None, *, primary_metric: str = PRIMARY_METRIC, seed: int = 0) -> dict:
-    """Write the report for ``workdir`` (or a list of workdirs: one column group per dataset) into
-    ``out_dir`` (default ``WORKDIR/report``). Returns {"markdown", "html", "figures", "summary", "csv"} paths.
+    """Write the report for ``workdir`` (or a list of workdirs: one column group per dataset, workdirs of one
+    experiment pooled into one: probe.report.pool) into ``out_dir`` (default ``WORKDIR/report``). Returns
+    {"markdown", "html", "figures", "summary", "csv"} paths.
     ``seed``: the bootstrap's (the image samples behind the inputs were drawn by the pipeline)."""
     from probe.provenance import atomic_path
 
     workdirs = [workdir] if isinstance(workdir, (str, Path)) else list(workdir)
     if not workdirs:
         raise UserError("no workdir given")
-    all_inputs = [load_inputs(w) for w in workdirs]
+    all_inputs = pool([load_inputs(w) for w in workdirs])  # workdirs of one experiment (more seeds) become one group
     usable = verdict_metrics()
     if primary_metric not in usable:
         raise UserError(f"primary metric must be one of {', '.join(usable)} (higher is better), got {primary_metric!r}")
@@ -137,6 +139,7 @@ class _Builder:
                  "(**orig**), on data with the learned adversarial manipulation m(w) (**mod**, Zietlow et al. 2021 "
                  "§4.4) and on data with uniform noise of the same magnitude (**noise**, §5.2). A method that relies "
                  "on the local variance structure loses disentanglement on mod but not on noise.")
+        self._pooled(doc)
         self.capture = {self._label(i): capture_of(i) for i in self.all_inputs}
         self._verdicts(doc)
         self._control(doc)
@@ -163,6 +166,28 @@ class _Builder:
             why_section(self, doc, inputs)
         self._provenance(doc)
         return doc
+
+    def _pooled(self, doc: Document):
+        """Where a column group holds the runs of several workdirs of one experiment (probe.report.pool), say so."""
+        for group in self.all_inputs:
+            pooled = parts(group)
+            if len(pooled) < 2:
+                continue
+            described = []
+            for inputs in pooled:
+                runs = inputs["runs"]
+                seeds = sorted({r.get("seed") for r in runs if r.get("seed") is not None})
+                described.append(f"`{inputs['_path']}` ({', '.join(model_order(runs))}; seeds "
+                                 f"{', '.join(str(s) for s in seeds)})")
+            legs = pooled_legs(group)
+            total = sum(leg["wall_time_s"] for leg in legs)
+            wall = (f" Wall time over all their legs, each counted once: {_fmt(total, 0)} s in {len(legs)} legs."
+                    if legs else "")
+            doc.para(f"**Pooled runs.** The {self._label(group)} runs come from {len(pooled)} workdirs of one "
+                     "experiment: the same stores (equal digests), code, setting and configuration, told apart only "
+                     "by which seeds and models they retrained. Each model × variant is one sample over all of them: "
+                     + "; ".join(described) + "." + wall)
+            self.summary.setdefault("pooled", {})[self._label(group)] = [i["_path"] for i in pooled]
 
     def _control(self, doc: Document):
         """The positive control's L1/L2/L3 section (probe.report.control) for inputs of the control pipeline."""
@@ -811,35 +836,44 @@ class _Builder:
         from probe.provenance import code_version
 
         doc.heading("Provenance")
-        for inputs in self.all_inputs:
-            prov = inputs.get("provenance") or {}
-            cv = prov.get("code_version") or {}
-            env = prov.get("environment") or {}
-            seeds = sorted({r.get("seed") for r in inputs["runs"] if r.get("seed") is not None})
-            items = [
-                f"inputs: `{inputs['_path']}`",
-                f"pipeline `{inputs.get('pipeline')}`, preset `{inputs.get('preset')}`, dataset `{inputs.get('dataset')}`",
-                f"started {prov.get('started', '—')}, {wall_time_text(prov)}",
-                step_costs_text(inputs.get("step_costs")),
-                f"code version: probe {cv.get('probe_version', '—')}, git {cv.get('git_commit') or '—'}, "
-                f"sources {str(cv.get('source_digest') or '—')[:16]}",
-                f"hardware/software: {', '.join(f'{k} {v}' for k, v in env.items()) or '—'}",
-                f"retraining seeds: {seeds}; restart seeds: {sorted({r.get('seed') for r in inputs['restarts']})}",
-                f"runs: {len(inputs['runs'])} retrained, {len(inputs['robustness'])} robustness, "
-                f"{len(inputs['restarts'])} restarts",
-            ]
-            for variant, store in (inputs.get("stores") or {}).items():
-                store = store or {}
-                eps = f", ε={store['epsilon']}" if store.get("epsilon") is not None else ""
-                items.append(f"store {variant}: `{store.get('path')}` digest {str(store.get('digest'))[:16]}{eps}")
-            doc.heading(self._label(inputs), 3)
-            doc.bullets(items)
-            if prov.get("config"):
-                doc.code(json.dumps(prov["config"], indent=2, sort_keys=True, default=str))
+        for group in self.all_inputs:
+            pooled = parts(group)
+            for number, inputs in enumerate(pooled, 1):
+                title = self._label(inputs) + (f", part {number} of {len(pooled)}" if len(pooled) > 1 else "")
+                doc.heading(title, 3)
+                doc.bullets(self._provenance_items(inputs))
+                config = (inputs.get("provenance") or {}).get("config")
+                if config:
+                    doc.code(json.dumps(config, indent=2, sort_keys=True, default=str))
         cv = code_version()
         doc.para(f"Report generated by probe {cv['probe_version']} (git {cv['git_commit'] or '—'}, sources "
                  f"{cv['source_digest'][:16]}) on {platform.platform()}.")
         self.summary["report_code_version"] = cv
+
+    @staticmethod
+    def _provenance_items(inputs: dict) -> list[str]:
+        """The provenance bullets of one workdir's inputs."""
+        prov = inputs.get("provenance") or {}
+        cv = prov.get("code_version") or {}
+        env = prov.get("environment") or {}
+        seeds = sorted({r.get("seed") for r in inputs["runs"] if r.get("seed") is not None})
+        items = [
+            f"inputs: `{inputs['_path']}`",
+            f"pipeline `{inputs.get('pipeline')}`, preset `{inputs.get('preset')}`, dataset `{inputs.get('dataset')}`",
+            f"started {prov.get('started', '—')}, {wall_time_text(prov)}",
+            step_costs_text(inputs.get("step_costs")),
+            f"code version: probe {cv.get('probe_version', '—')}, git {cv.get('git_commit') or '—'}, "
+            f"sources {str(cv.get('source_digest') or '—')[:16]}",
+            f"hardware/software: {', '.join(f'{k} {v}' for k, v in env.items()) or '—'}",
+            f"retraining seeds: {seeds}; restart seeds: {sorted({r.get('seed') for r in inputs['restarts']})}",
+            f"runs: {len(inputs['runs'])} retrained, {len(inputs['robustness'])} robustness, "
+            f"{len(inputs['restarts'])} restarts",
+        ]
+        for variant, store in (inputs.get("stores") or {}).items():
+            store = store or {}
+            eps = f", ε={store['epsilon']}" if store.get("epsilon") is not None else ""
+            items.append(f"store {variant}: `{store.get('path')}` digest {str(store.get('digest'))[:16]}{eps}")
+        return items
 
 
 def wall_time_text(provenance: dict) -> str:

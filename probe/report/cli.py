@@ -17,7 +17,8 @@ from probe.metrics.registry import PRIMARY_METRIC
 def report(workdirs, out_dir, primary_metric, seed):
     """Markdown + self-contained HTML report with tables, statistics, verdicts and figures from
     WORKDIR/report_inputs.json and the files it names; loads no model and opens no store (the pipeline's
-    report stage computed what needs them). Several workdirs (e.g. dSprites and Shapes3D) share one report."""
+    report stage computed what needs them). Several workdirs (e.g. dSprites and Shapes3D) share one report;
+    workdirs of one experiment (the same stores, code and settings; other seeds) are pooled into one sample."""
     from probe.report.build import make_report
 
     result = make_report(list(workdirs) if len(workdirs) > 1 else workdirs[0], out_dir,

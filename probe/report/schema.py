@@ -191,6 +191,23 @@ def setting_of_older_file(config: dict | None) -> dict | None:
     }
 
 
+# The keys of the recorded config that choose *which* runs a workdir retrained — how many seeds, from which seed, which
+# models — and not how each run was trained: two workdirs whose configs differ only in these hold runs of one
+# experiment (``probe.report.pool``). Spelled here because the report does not import the pipeline's stage modules.
+RUN_CHOICE_KEYS = (("retrain", "seeds"), ("retrain", "first_seed"), ("retrain", "models"))
+
+
+def config_less_run_choice(config: dict | None) -> dict:
+    """The recorded pipeline config (``provenance.config``) without ``RUN_CHOICE_KEYS``: what two workdirs must share
+    for their runs to be pooled. The second place the report reads the config by table name (the first:
+    ``setting_of_older_file``)."""
+    config = json.loads(json.dumps(config or {}, default=str))
+    for table, key in RUN_CHOICE_KEYS:
+        if isinstance(config.get(table), dict):
+            config[table].pop(key, None)
+    return config
+
+
 def store_fact(inputs: dict, variant: str, key: str):
     """A fact the writer recorded about one variant's store (``STORE_FACTS``), or None."""
     return ((inputs.get("stores") or {}).get(variant) or {}).get(key)

@@ -1,0 +1,132 @@
+"""probe.report.pool: two workdirs of one experiment (the second trained more seeds on copies of the first's stores)
+report as one sample per model × variant; anything that makes them two experiments is refused by name."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from probe.errors import UserError
+from probe.report import make_report
+from probe.report.pool import differences, pool
+from probe.report.schema import config_less_run_choice, load_inputs, write_inputs
+
+from test_report import write_fake_workdir
+
+
+def _config(first_seed: int, models=("beta-vae", "pcl", "ae"), lr: float = 5e-4) -> dict:
+    return {"retrain": {"seeds": 3, "first_seed": first_seed, "models": list(models),
+                        "model_config": {"beta-vae": {"lr": lr}}, "train": {"steps": 1000}},
+            "evaluate": {"seed": 0}}
+
+
+def _workdir(root, seeds, **config):
+    """A fake workdir whose stores are the default fake digests (the same in every call)."""
+    write_fake_workdir(root, seeds=seeds, robustness=False, computed=False, config=_config(seeds[0], **config))
+    return root
+
+
+def test_config_less_run_choice_drops_only_the_seed_and_model_choice():
+    config = _config(7)
+    kept = config_less_run_choice(config)
+    assert kept["retrain"] == {"model_config": {"beta-vae": {"lr": 5e-4}}, "train": {"steps": 1000}}
+    assert kept["evaluate"] == {"seed": 0}
+    assert config["retrain"]["first_seed"] == 7  # the recorded config itself is left alone
+    assert config_less_run_choice(None) == {}
+
+
+def test_two_workdirs_of_one_experiment_pool_into_one_sample(tmp_path):
+    a = _workdir(tmp_path / "a", (0, 1, 2))
+    b = _workdir(tmp_path / "b", (3, 4, 5))
+    loaded = [load_inputs(a), load_inputs(b)]
+    assert differences(*loaded) == []
+    (group,) = pool(loaded)
+    assert len(group["runs"]) == len(loaded[0]["runs"]) + len(loaded[1]["runs"])
+
+    out = make_report([a, b], tmp_path / "rep")
+    summary = json.loads(out["summary"].read_text())
+    assert len(summary["datasets"]) == 1                      # one column group, not two "dsprites"
+    cells = summary["tables"]["mig"]["models"]["beta-vae"]["datasets"]["dsprites"]
+    for variant in ("orig", "mod", "noise"):
+        assert cells[variant]["n"] == 6
+        assert sorted(cells[variant]["seeds"]) == [0, 1, 2, 3, 4, 5]
+        expected = [r["metrics"]["mig"]["mig"] for i in loaded for r in i["runs"]
+                    if r["model"] == "beta-vae" and r["variant"] == variant]
+        assert cells[variant]["mean"] == pytest.approx(sum(expected) / 6)
+    assert summary["pooled"]["dsprites"] == [i["_path"] for i in loaded]
+
+    md = out["markdown"].read_text()
+    assert "**Pooled runs.**" in md and "seeds 0, 1, 2)" in md and "seeds 3, 4, 5)" in md
+    assert "dsprites, part 1 of 2" in md and "dsprites, part 2 of 2" in md   # each part's provenance
+    rows = out["csv"].read_text().splitlines()
+    seeds = {int(line.split(",")[3]) for line in rows[1:]}
+    assert seeds == {0, 1, 2, 3, 4, 5}
+
+
+def _retraining(models) -> dict:
+    """``setting`` as the writer records it: model_steps for the models retrained and those with steps of their own."""
+    steps = {"beta-vae": 1000, "ae": 500, "pcl": 1000}
+    return {"data": None, "evaluation": {"seed": 0}, "manipulation": None,
+            "retraining": {"steps": 1000, "model_steps": {m: steps[m] for m in dict.fromkeys([*models, "ae"])}}}
+
+
+def test_a_second_workdir_with_fewer_models_adds_seeds_to_those_only(tmp_path):
+    a = tmp_path / "a"
+    first = write_fake_workdir(a, seeds=(0, 1, 2), robustness=False, computed=False, config=_config(0))
+    first["setting"] = _retraining(["beta-vae", "pcl", "ae"])
+    leg_a = {"started": "2026-01-01T00:00:00", "wall_time_s": 100.0}
+    first["provenance"]["legs"] = [leg_a]
+    write_inputs(a, first)
+    b = tmp_path / "b"
+    inputs = write_fake_workdir(b, seeds=(3, 4), robustness=False, computed=False,
+                                config=_config(3, models=("beta-vae",)))
+    inputs["runs"] = [r for r in inputs["runs"] if r["model"] == "beta-vae"]
+    inputs["setting"] = _retraining(["beta-vae"])            # no pcl steps: pcl was not retrained here
+    inputs["provenance"]["legs"] = [leg_a, {"started": "2026-01-02T00:00:00", "wall_time_s": 50.0}]
+    write_inputs(b, inputs)
+    out = make_report([a, b], tmp_path / "rep")
+    cells = json.loads(out["summary"].read_text())["tables"]["mig"]["models"]
+    assert cells["beta-vae"]["datasets"]["dsprites"]["orig"]["n"] == 5
+    assert cells["pcl"]["datasets"]["dsprites"]["orig"]["n"] == 3
+    # the first workdir's leg (which computed the shared stages) is counted once
+    assert "each counted once: 150 s in 2 legs" in out["markdown"].read_text()
+
+    # the steps of a model both retrained must agree
+    inputs["setting"]["retraining"]["model_steps"]["beta-vae"] = 2000
+    write_inputs(b, inputs)
+    with pytest.raises(UserError, match=r"setting\.retraining"):
+        make_report([a, b], tmp_path / "rep2")
+
+
+def test_the_same_seed_in_both_workdirs_is_refused(tmp_path):
+    a = _workdir(tmp_path / "a", (0, 1, 2))
+    b = _workdir(tmp_path / "b", (2, 3, 4))
+    with pytest.raises(UserError, match=r"seed 2 is in both .*first_seed"):
+        make_report([a, b], tmp_path / "rep")
+    assert not (tmp_path / "rep").exists()
+
+
+def test_same_stores_trained_differently_are_refused_by_name(tmp_path):
+    a = _workdir(tmp_path / "a", (0, 1, 2))
+    b = _workdir(tmp_path / "b", (3, 4, 5), lr=1e-3)
+    with pytest.raises(UserError, match=r"retrain\.model_config\.beta-vae\.lr \(0\.0005 vs 0\.001\)"):
+        make_report([a, b], tmp_path / "rep")
+    # another preset or other code on the same stores: also not one experiment
+    inputs = json.loads((b / "report_inputs.json").read_text())
+    inputs["provenance"]["config"] = _config(3)
+    inputs["preset"] = "cpu"
+    inputs["provenance"]["code_version"]["source_digest"] = "e" * 64
+    write_inputs(b, inputs)
+    found = differences(load_inputs(a), load_inputs(b))
+    assert found == ["preset 'quick' vs 'cpu'", "code (source digest ffffffffffffffff vs eeeeeeeeeeeeeeee)"]
+
+
+def test_workdirs_on_other_stores_stay_groups_of_their_own(tmp_path):
+    a = _workdir(tmp_path / "a", (0, 1, 2))
+    b = _workdir(tmp_path / "b", (0, 1, 2), lr=1e-3)
+    inputs = json.loads((b / "report_inputs.json").read_text())
+    inputs["stores"]["mod"]["digest"] = "d" * 64          # another manipulation: another experiment
+    write_inputs(b, inputs)
+    groups = pool([load_inputs(a), load_inputs(b)])
+    assert len(groups) == 2 and all("_parts" not in g for g in groups)
