@@ -35,9 +35,9 @@ from probe.report.inputs import (
     metric_label, metric_value, model_order, present_metrics, seeded_values_by_group, tidy_rows, untrained_runs,
     values_by_group, verdict_metrics,
 )
+from probe.report.pool import parts, pool, pooled_legs
 from probe.report.random_m import random_m_section
 from probe.report.random_psi import decoders_frozen, random_psi_section
-from probe.report.pool import parts, pool, pooled_legs
 from probe.report.schema import load_inputs, missing_section, resolve_path, setting, store_fact
 from probe.report.stats import ALPHA, MARGIN, compare, holm_adjust, verdict, verdict_rule_text, welch_t_test
 from probe.report.why import linear_pca_judgement, status_cell, why_section
