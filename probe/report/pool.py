@@ -87,6 +87,11 @@ def _retrained(inputs: dict) -> list[dict]:
     return list(inputs["runs"]) + list((inputs.get("random_m") or {}).get("runs") or []) + list(inputs["robustness"])
 
 
+def _with_all_runs(section: dict, sections: list) -> dict:
+    """``section`` (a part's record with a ``"runs"`` list) holding the runs of every part's same section."""
+    return {**section, "runs": [run for other in sections for run in ((other or {}).get("runs") or [])]}
+
+
 def merge(group: list[dict]) -> dict:
     """One inputs dict holding the runs of every workdir in ``group`` (one experiment, ``differences`` empty for
     each pair with the first): the first's stores, restarts, manipulation and analyses, every part's runs, factor
@@ -105,15 +110,13 @@ def merge(group: list[dict]) -> dict:
     merged = {**first, "runs": [r for i in group for r in i["runs"]],
               "robustness": [r for i in group for r in i["robustness"]], PARTS: list(group)}
     if first.get("factor_capture") and "runs" in first["factor_capture"]:
-        captured = [r for i in group for r in ((i.get("factor_capture") or {}).get("runs") or [])]
-        merged["factor_capture"] = {**first["factor_capture"], "runs": captured}
+        merged["factor_capture"] = _with_all_runs(first["factor_capture"], [i.get("factor_capture") for i in group])
     if first.get("random_m"):
-        parts = [i["random_m"] for i in group if i.get("random_m")]
-        random_m = {**first["random_m"], "runs": [r for p in parts for r in p.get("runs") or []]}
+        random_ms = [i.get("random_m") for i in group]
+        merged["random_m"] = _with_all_runs(first["random_m"], random_ms)
         if (first["random_m"].get("factor_capture") or {}).get("runs") is not None:
-            random_m["factor_capture"] = {**first["random_m"]["factor_capture"], "runs": [
-                r for p in parts for r in ((p.get("factor_capture") or {}).get("runs") or [])]}
-        merged["random_m"] = random_m
+            merged["random_m"]["factor_capture"] = _with_all_runs(
+                first["random_m"]["factor_capture"], [(r or {}).get("factor_capture") for r in random_ms])
     return merged
 
 
