@@ -130,3 +130,40 @@ def test_workdirs_on_other_stores_stay_groups_of_their_own(tmp_path):
     write_inputs(b, inputs)
     groups = pool([load_inputs(a), load_inputs(b)])
     assert len(groups) == 2 and all("_parts" not in g for g in groups)
+
+
+def _random_m(root, seeds, digest="r" * 64) -> dict:
+    """report_inputs' ``random_m`` as the writer records it: the random-ψ control's store and the β-VAEs on it."""
+    return {"store": {"path": str(root / "apply-random" / "mod-random.zarr"), "digest": digest, "epsilon": 0.175},
+            "runs": [{"model": "beta-vae", "variant": "mod-random", "seed": s, "run_dir": str(root / f"rnd-{s}"),
+                      "metrics": {"mig": {"mig": 0.1 + 0.01 * s}}} for s in seeds]}
+
+
+@pytest.mark.parametrize("with_random_first", [True, False])
+def test_a_part_that_trained_nothing_on_the_random_m_pools_with_one_that_did(tmp_path, with_random_first):
+    """The cpu preset's extension: the first part retrains the β-VAE also on the random-ψ control's m; a second part
+    adds other models (``--set retrain.models=[...]``), so its stage apply-random writes no store. Same experiment:
+    one group, the random-m runs kept whichever part comes first; another random-ψ store is another experiment."""
+    a = tmp_path / "a"
+    first = write_fake_workdir(a, seeds=(0, 1, 2), robustness=False, computed=False, config=_config(0))
+    first["random_m"] = _random_m(a, (0, 1, 2))
+    write_inputs(a, first)
+    b = tmp_path / "b"
+    second = write_fake_workdir(b, seeds=(0, 1, 2), robustness=False, computed=False,
+                                config=_config(0, models=("pcl",)))
+    second["runs"] = [r for r in second["runs"] if r["model"] == "pcl"]
+    first["runs"] = [r for r in first["runs"] if r["model"] != "pcl"]
+    write_inputs(a, first)
+    write_inputs(b, second)
+    loaded = [load_inputs(a), load_inputs(b)]
+    assert "random_m" not in loaded[1] or not loaded[1]["random_m"]
+    (group,) = pool(loaded if with_random_first else loaded[::-1])
+    assert sorted(r["seed"] for r in group["random_m"]["runs"]) == [0, 1, 2]
+    assert group["random_m"]["store"]["digest"] == "r" * 64
+    assert {r["model"] for r in group["runs"]} == {r["model"] for i in loaded for r in i["runs"]}
+    md = make_report([a, b] if with_random_first else [b, a], tmp_path / "rep")["markdown"].read_text()
+    assert "Retrained on the random m" in md and "**Pooled runs.**" in md
+
+    second["random_m"] = _random_m(b, (5,), digest="s" * 64)   # another random ψ: not the same data
+    write_inputs(b, second)
+    assert len(pool([load_inputs(a), load_inputs(b)])) == 2

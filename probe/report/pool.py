@@ -6,8 +6,8 @@ seeds are trained later, or on another machine, as a second pipeline run of the 
 copy of the first one's upstream stages, so that stores, restarts and manipulation are the first run's, cached.
 ``probe report A B`` then reads both and reports their runs as one sample per model × variant.
 
-Two workdirs are one experiment when they hold the same data: every store (orig, mod, noise and, where present, the
-random-ψ control's mod-random) has the same digest. Then everything else that decides a score must match as well —
+Two workdirs are one experiment when they hold the same data: every store (orig, mod, noise and, where both wrote it,
+the random-ψ control's mod-random) has the same digest. Then everything else that decides a score must match as well —
 pipeline, preset, code (source digest), the recorded ``setting``, the recorded config less the keys that choose which
 runs were retrained (``schema.RUN_CHOICE_KEYS``), the MIG sample of the factor capture — and no run (model, variant,
 seed) may be in both; otherwise the report refuses, naming the difference, because a pooled sample of runs trained
@@ -36,8 +36,14 @@ def store_digests(inputs: dict) -> dict:
 
 
 def same_data(a: dict, b: dict) -> bool:
-    """Whether two workdirs trained on the same stores: equal digests for every variant, none missing."""
+    """Whether two workdirs trained on the same stores: equal digests for every variant, none missing. The random-ψ
+    control's store is compared where both wrote it: a workdir that retrained no model on it (its stage apply-random
+    writes the store only then, e.g. a second part adding other models) has none, and its other stores still say
+    whether it is the same experiment."""
     da, db = store_digests(a), store_digests(b)
+    if "mod-random" in da and "mod-random" in db and da["mod-random"] != db["mod-random"]:
+        return False
+    da, db = ({v: d for v, d in digests.items() if v != "mod-random"} for digests in (da, db))
     return bool(da) and da == db and all(da.values()) and a.get("dataset") == b.get("dataset")
 
 
@@ -111,12 +117,12 @@ def merge(group: list[dict]) -> dict:
               "robustness": [r for i in group for r in i["robustness"]], PARTS: list(group)}
     if first.get("factor_capture") and "runs" in first["factor_capture"]:
         merged["factor_capture"] = _with_all_runs(first["factor_capture"], [i.get("factor_capture") for i in group])
-    if first.get("random_m"):
-        random_ms = [i.get("random_m") for i in group]
-        merged["random_m"] = _with_all_runs(first["random_m"], random_ms)
-        if (first["random_m"].get("factor_capture") or {}).get("runs") is not None:
+    random_ms = [i["random_m"] for i in group if i.get("random_m")]
+    if random_ms:  # the first part that retrained on the random-ψ control's m gives its store (equal where several did)
+        merged["random_m"] = _with_all_runs(random_ms[0], random_ms)
+        if (random_ms[0].get("factor_capture") or {}).get("runs") is not None:
             merged["random_m"]["factor_capture"] = _with_all_runs(
-                first["random_m"]["factor_capture"], [(r or {}).get("factor_capture") for r in random_ms])
+                random_ms[0]["factor_capture"], [r.get("factor_capture") for r in random_ms])
     return merged
 
 
