@@ -5,6 +5,7 @@ them the report stage computed, probe.pipeline.report_data), and re-renders a wo
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import shutil
 import subprocess
 import sys
@@ -233,3 +234,46 @@ def test_the_report_data_reads_the_recorded_setting():
     # the audit records its own TOML as config: no table of the setting, every part null
     assert setting({"pipeline": {"kind": "audit"}, "plugin": {}}) == dict.fromkeys(("data", "retraining", "evaluation",
                                                                                     "manipulation"))
+
+
+def _without_inputs_line(md: str) -> str:
+    """The report less the provenance line naming where its inputs file was read from."""
+    return "\n".join(line for line in md.splitlines() if not line.startswith("- inputs: `"))
+
+
+def test_the_archived_inputs_render_the_same_report_without_the_workdir(computed_workdir, tmp_path):
+    """Every report archives report_inputs.json and the files it opens (curves, loss logs, Fig. 4) in
+    REPORT/inputs/part-<n>; with the whole workdir moved away, `probe report` of that copy gives the same report."""
+    import matplotlib.pyplot as plt
+
+    from probe.report import make_report
+    from probe.report.schema import ARCHIVE_DIR, inputs_path, load_inputs, opened_files, write_inputs
+
+    workdir = computed_workdir["workdir"]
+    inputs = json.loads(inputs_path(workdir).read_text())
+    fig4 = workdir / "manipulate" / "figure4.png"  # a Fig. 4 too, so that every kind of opened file is archived
+    plt.imsave(fig4, np.random.default_rng(1).random((20, 60)))
+    copy_of = None
+    try:
+        original = {**inputs, "manipulation": {**inputs["manipulation"], "figure4": str(fig4)}}
+        write_inputs(workdir, original, workdir=workdir)                # paths recorded relative, as the pipeline does
+        first = make_report(workdir, tmp_path / "a")
+        archive = tmp_path / "a" / ARCHIVE_DIR / "part-1"
+        names = opened_files(load_inputs(workdir))
+        assert len(names) == len(load_inputs(workdir)["runs"]) + 2      # every run's curve, the loss log, Fig. 4
+        assert all(Path(p).is_file() for p in opened_files(load_inputs(archive)))
+        assert str(workdir) not in json.dumps(opened_files(json.loads(inputs_path(archive).read_text())))
+
+        copy_of = computed_workdir["root"] / "away"
+        shutil.move(str(computed_workdir["root"] / "wd"), copy_of)      # the workdir gone: only the archive is left
+        second = make_report(archive, tmp_path / "b")
+    finally:
+        if copy_of is not None and copy_of.exists():
+            shutil.move(str(copy_of), computed_workdir["root"] / "wd")
+        write_inputs(workdir, inputs)
+    md_a, md_b = (_without_inputs_line(o["markdown"].read_text()) for o in (first, second))
+    assert md_a == md_b and "figures/figure4_dsprites.png" in md_a and "`inputs/part-1`" in md_a
+    assert second["csv"].read_bytes() == first["csv"].read_bytes()
+    for a, b in zip(first["figures"], second["figures"]):
+        assert a.name == b.name
+    assert (tmp_path / "b" / ARCHIVE_DIR / "part-1" / "report_inputs.json").exists()  # archived again, re-renderable

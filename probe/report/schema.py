@@ -2,7 +2,9 @@
 schema, reader, writer and paths (contract in full: docs/notes/INTERFACES.md).
 
 Writers: the modify pipelines' report stage (``probe.pipeline.stages.report``) and the audit stage
-(``probe.pipeline.stages.audit``), through ``write_inputs``. Reader: ``probe report``, through ``load_inputs``; every
+(``probe.pipeline.stages.audit``), through ``write_inputs``; every report copies the file with the files the report
+opens into its own folder (``archive_inputs``, ``ARCHIVE_DIR``), so that it renders again without the workdir.
+Reader: ``probe report``, through ``load_inputs``; every
 path the report opens goes through ``resolve_path``. The report is a pure function of this file and the files it
 names: whatever needs a store, a trained model or torch is computed by the writer and recorded here.
 
@@ -52,6 +54,8 @@ from probe.data.variants import VARIANTS
 from probe.errors import UserError
 
 FILE_NAME = "report_inputs.json"
+# a report's copy of its inputs (``archive_inputs``): REPORT/inputs/part-<n>, one per workdir in the order given
+ARCHIVE_DIR = "inputs"
 SCHEMA_VERSION = 4
 # the schema that added each computed section (``missing_section``)
 SECTION_SCHEMA = {"factor_capture": 2, "restart_latents": 2, "manipulation_deviations": 2, "step_costs": 4}
@@ -102,6 +106,55 @@ def copy_inputs(src, folder) -> Path:
     if isinstance(base, str) and base and not Path(base).is_absolute():
         workdir = os.path.normpath(os.path.abspath(src.parent / base))
         data["workdir"] = Path(os.path.relpath(workdir, os.path.abspath(folder))).as_posix()
+    path = inputs_path(folder)
+    write_json_atomic(path, data)
+    return path
+
+
+def opened_files(data: dict) -> list[str]:
+    """The recorded paths (as they stand in ``data``, raw or loaded) of the files the report opens besides this one:
+    the manipulation's Fig. 4 image and loss log, the random-ψ control's loss log, each retrained run's training
+    curve (``resolve_path`` is called on exactly these). ``archive_inputs`` copies them."""
+    values = []
+    for section in ("manipulation", "manipulation_random"):
+        record = data.get(section) or {}
+        values += [record.get("figure4"), record.get("losses")]
+    values += [run.get("curve") for run in data.get("runs") or [] if isinstance(run, dict)]
+    return [v for v in values if isinstance(v, str) and v]
+
+
+def archive_inputs(src, folder) -> Path:
+    """Copy ``report_inputs.json`` (``src``: the file or its folder) and the files the report opens
+    (``opened_files``) into ``folder``, so that ``probe report FOLDER`` renders the same report, and pools with
+    another workdir of the experiment, after the workdir is gone (a workdir holds gigabytes of stores and checkpoints;
+    this, a few megabytes). The copied files keep their place relative to the workdir and are recorded relative to
+    ``folder``; every other path (stores, run folders) is recorded as the absolute path it had: where the run was, a
+    name the report shows and never opens. A file the inputs name but that is missing is left out (the report says
+    what it lacks, as from the workdir). Returns the archived file's path."""
+    from probe.provenance import write_json_atomic
+
+    src = Path(src)
+    src = inputs_path(src) if src.is_dir() else src
+    data = json.loads(src.read_text())
+    base = data.get("workdir")
+    root = (os.path.normpath(os.path.abspath(src.parent / base))
+            if isinstance(base, str) and base and not Path(base).is_absolute() else str(src.parent))
+    data = rooted.unmark(data, root)  # every marked path absolute, as it was when written
+    folder = Path(folder)
+    renamed = {}
+    for number, value in enumerate(dict.fromkeys(opened_files(data))):
+        path = Path(value if Path(value).is_absolute() else Path(src.parent) / value)
+        if not path.is_file():
+            continue
+        inside = os.path.abspath(path).startswith(root + os.sep)
+        relative = (Path(os.path.relpath(path, root)) if inside
+                    else Path("outside-workdir") / f"{number}-{path.name}")
+        target = folder / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+        renamed[value] = rooted.MARK + "/" + relative.as_posix()
+    data = rooted.map_strings(data, lambda text: renamed.get(text, text))
+    data["workdir"] = "."
     path = inputs_path(folder)
     write_json_atomic(path, data)
     return path
