@@ -141,6 +141,7 @@ def archive_inputs(src, folder) -> Path:
             if isinstance(base, str) and base and not Path(base).is_absolute() else str(src.parent))
     data = rooted.unmark(data, root)  # every marked path absolute, as it was when written
     folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
     renamed = {}
     for number, value in enumerate(dict.fromkeys(opened_files(data))):
         path = Path(value if Path(value).is_absolute() else Path(src.parent) / value)
