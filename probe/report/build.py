@@ -95,7 +95,7 @@ def make_report(workdir, out_dir=None, *, primary_metric: str = PRIMARY_METRIC, 
         (tmp / "summary.json").write_text(json.dumps(builder.summary, indent=2, default=str) + "\n")
         write_runs_csv(all_inputs, tmp / "runs.csv")
         for number, inputs in enumerate(loaded, 1):  # what renders this report again once the workdirs are gone
-            archive_inputs(inputs["_path"], tmp / ARCHIVE_DIR / f"part-{number}")
+            archive_inputs(inputs, tmp / ARCHIVE_DIR / f"part-{number}")
         figure_names = [p.name for p in builder.figures]
     return {"markdown": out_dir / "report.md", "html": out_dir / "report.html",
             "figures": [out_dir / "figures" / n for n in figure_names], "summary": out_dir / "summary.json",

@@ -27,12 +27,13 @@ PARTS = "_parts"
 
 
 def store_digests(inputs: dict) -> dict:
-    """{variant: store digest} of every store the inputs name, the random-ψ control's among them."""
-    digests = {variant: (store or {}).get("digest") for variant, store in (inputs.get("stores") or {}).items()}
-    random_store = ((inputs.get("random_m") or {}).get("store") or {}).get("digest")
-    if random_store:
-        digests["mod-random"] = random_store
-    return digests
+    """{variant: store digest} of the stores every workdir trained on (orig, mod, noise)."""
+    return {variant: (store or {}).get("digest") for variant, store in (inputs.get("stores") or {}).items()}
+
+
+def random_store_digest(inputs: dict) -> str | None:
+    """The digest of the random-ψ control's store (variant mod-random), written only where a model trained on it."""
+    return ((inputs.get("random_m") or {}).get("store") or {}).get("digest")
 
 
 def same_data(a: dict, b: dict) -> bool:
@@ -41,9 +42,9 @@ def same_data(a: dict, b: dict) -> bool:
     writes the store only then, e.g. a second part adding other models) has none, and its other stores still say
     whether it is the same experiment."""
     da, db = store_digests(a), store_digests(b)
-    if "mod-random" in da and "mod-random" in db and da["mod-random"] != db["mod-random"]:
+    ra, rb = random_store_digest(a), random_store_digest(b)
+    if ra and rb and ra != rb:
         return False
-    da, db = ({v: d for v, d in digests.items() if v != "mod-random"} for digests in (da, db))
     return bool(da) and da == db and all(da.values()) and a.get("dataset") == b.get("dataset")
 
 

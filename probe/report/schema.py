@@ -123,28 +123,23 @@ def opened_files(data: dict) -> list[str]:
     return [v for v in values if isinstance(v, str) and v]
 
 
-def archive_inputs(src, folder) -> Path:
-    """Copy ``report_inputs.json`` (``src``: the file or its folder) and the files the report opens
-    (``opened_files``) into ``folder``, so that ``probe report FOLDER`` renders the same report, and pools with
-    another workdir of the experiment, after the workdir is gone (a workdir holds gigabytes of stores and checkpoints;
-    this, a few megabytes). The copied files keep their place relative to the workdir and are recorded relative to
-    ``folder``; every other path (stores, run folders) is recorded as the absolute path it had: where the run was, a
-    name the report shows and never opens. A file the inputs name but that is missing is left out (the report says
-    what it lacks, as from the workdir). Returns the archived file's path."""
+def archive_inputs(inputs: dict, folder) -> Path:
+    """Write the loaded ``inputs`` (``load_inputs``) as ``folder/report_inputs.json`` with copies of the files the
+    report opens (``opened_files``), so that ``probe report FOLDER`` renders the same report, and pools with another
+    workdir of the experiment, after the workdir is gone (a workdir holds gigabytes of stores and checkpoints; this, a
+    few megabytes). The copied files keep their place relative to the workdir and are recorded relative to
+    ``folder``; every other path (stores, run folders) keeps the absolute path it had: where the run was, a name the
+    report shows and never opens. A file the inputs name but that is missing is left out (the report says what it
+    lacks, as from the workdir). Returns the archived file's path."""
     from probe.provenance import write_json_atomic
 
-    src = Path(src)
-    src = inputs_path(src) if src.is_dir() else src
-    data = json.loads(src.read_text())
-    base = data.get("workdir")
-    root = (os.path.normpath(os.path.abspath(src.parent / base))
-            if isinstance(base, str) and base and not Path(base).is_absolute() else str(src.parent))
-    data = rooted.unmark(data, root)  # every marked path absolute, as it was when written
+    workdir = inputs.get("workdir")  # load_inputs made a recorded relative workdir absolute
+    root = os.path.abspath(workdir if isinstance(workdir, str) and Path(workdir).is_absolute() else inputs["_workdir"])
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     renamed = {}
-    for number, value in enumerate(dict.fromkeys(opened_files(data))):
-        path = Path(value if Path(value).is_absolute() else Path(src.parent) / value)
+    for number, value in enumerate(dict.fromkeys(opened_files(inputs))):
+        path = resolve_path(inputs, value)
         if not path.is_file():
             continue
         inside = os.path.abspath(path).startswith(root + os.sep)
@@ -154,8 +149,8 @@ def archive_inputs(src, folder) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(path.read_bytes())
         renamed[value] = rooted.MARK + "/" + relative.as_posix()
-    data = rooted.map_strings(data, lambda text: renamed.get(text, text))
-    data["workdir"] = "."
+    data = {key: value for key, value in inputs.items() if not key.startswith("_")}
+    data = {**rooted.map_strings(data, lambda text: renamed.get(text, text)), "workdir": "."}
     path = inputs_path(folder)
     write_json_atomic(path, data)
     return path
