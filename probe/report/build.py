@@ -38,8 +38,8 @@ from probe.report.inputs import (
 from probe.report.pool import parts, pool, pooled_legs
 from probe.report.random_m import random_m_section
 from probe.report.random_psi import decoders_frozen, random_psi_section
-from probe.report.schema import (ARCHIVE_DIR, archive_inputs, load_inputs, missing_section, resolve_path, setting,
-                                 store_fact)
+from probe.report.schema import (ARCHIVE_DIR, archive_inputs, load_inputs, missing_section, recorded_config,
+                                 resolve_path, setting, store_fact)
 from probe.report.stats import ALPHA, MARGIN, compare, holm_adjust, verdict, verdict_rule_text, welch_t_test
 from probe.report.why import linear_pca_judgement, status_cell, why_section
 
@@ -85,7 +85,7 @@ def make_report(workdir, out_dir=None, *, primary_metric: str = PRIMARY_METRIC, 
     with atomic_path(out_dir, overwrite=True) as tmp:
         tmp.mkdir()
         (tmp / "figures").mkdir()
-        builder = _Builder(all_inputs, tmp, primary_metric=primary_metric, seed=seed)
+        builder = _Builder(all_inputs, tmp, primary_metric=primary_metric, seed=seed, archived_parts=len(loaded))
         # a smoke run's figures must not pass for results when one is looked at alone (issue 23)
         smoke = any(i.get("preset") == "smoke" for i in all_inputs)
         with fig.figure_label(SMOKE_FIGURE_LABEL if smoke else None):
@@ -115,8 +115,9 @@ def write_runs_csv(all_inputs: list[dict], path: Path) -> Path:
 
 
 class _Builder:
-    def __init__(self, all_inputs, out, *, primary_metric, seed):
+    def __init__(self, all_inputs, out, *, primary_metric, seed, archived_parts):
         self.all_inputs = all_inputs
+        self.archived_parts = archived_parts  # one ``ARCHIVE_DIR/part-<n>`` per workdir given (make_report)
         self.out = out
         self.fig_dir = out / "figures"
         self.primary = primary_metric
@@ -846,12 +847,11 @@ class _Builder:
                 title = self._label(inputs) + (f", part {number} of {len(pooled)}" if len(pooled) > 1 else "")
                 doc.heading(title, 3)
                 doc.bullets(self._provenance_items(inputs))
-                config = (inputs.get("provenance") or {}).get("config")
+                config = recorded_config(inputs)
                 if config:
                     doc.code(json.dumps(config, indent=2, sort_keys=True, default=str))
-        parts_given = sum(len(parts(group)) for group in self.all_inputs)
         doc.para(f"The inputs are archived beside this report in `{ARCHIVE_DIR}/part-1`"
-                 + (f" … `part-{parts_given}`" if parts_given > 1 else "")
+                 + (f" … `part-{self.archived_parts}`" if self.archived_parts > 1 else "")
                  + " (report_inputs.json with the training curves, loss logs and Fig. 4 it opens; no store, no "
                    f"checkpoint): `probe report {ARCHIVE_DIR}/part-*` renders it again, and pools with a later workdir "
                    "of the same experiment, without the workdir.")

@@ -20,7 +20,7 @@ run's files resolve wherever its own workdir is.
 from __future__ import annotations
 
 from probe.errors import UserError
-from probe.report.schema import config_less_run_choice
+from probe.report.schema import SETTING_PARTS, config_less_run_choice, recorded_config, setting
 
 # the loaded inputs a pooled group keeps, in the order given: the provenance section shows each one
 PARTS = "_parts"
@@ -57,13 +57,13 @@ def differences(a: dict, b: dict) -> list[str]:
     source = [((i.get("provenance") or {}).get("code_version") or {}).get("source_digest") for i in (a, b)]
     if source[0] != source[1]:
         out.append(f"code (source digest {str(source[0])[:16]} vs {str(source[1])[:16]})")
-    for part in sorted(set(a.get("setting") or {}) | set(b.get("setting") or {})):
-        va, vb = (a.get("setting") or {}).get(part), (b.get("setting") or {}).get(part)
+    for part in SETTING_PARTS:
+        va, vb = setting(a, part), setting(b, part)
         if part == "retraining" and isinstance(va, dict) and isinstance(vb, dict):
             va, vb = _shared_model_steps(va, vb), _shared_model_steps(vb, va)
         if va != vb:
             out.append(f"setting.{part} ({va} vs {vb})")
-    ca, cb = (config_less_run_choice((i.get("provenance") or {}).get("config")) for i in (a, b))
+    ca, cb = (config_less_run_choice(recorded_config(i)) for i in (a, b))
     out += [f"config {path} ({va!r} vs {vb!r})" for path, va, vb in _config_differences(ca, cb)]
     sa, sb = (((i.get("factor_capture") or {}).get("sample")) for i in (a, b))
     if sa != sb:

@@ -94,6 +94,15 @@ def write_inputs(folder, data: dict, *, workdir=None) -> Path:
     return path
 
 
+def _recorded_root(data: dict, folder) -> str | None:
+    """The absolute workdir of a file in ``folder`` whose ``"workdir"`` was recorded relative to it (``write_inputs``);
+    None when it was recorded absolute (older code) or not at all. The one reading of that entry."""
+    base = data.get("workdir")
+    if isinstance(base, str) and base and not Path(base).is_absolute():
+        return os.path.normpath(os.path.abspath(Path(folder) / base))
+    return None
+
+
 def copy_inputs(src, folder) -> Path:
     """Copy the file ``src`` (a ``report_inputs.json`` or its folder) into ``folder`` of the same workdir, its
     ``"workdir"`` entry rewritten for its new place."""
@@ -102,9 +111,8 @@ def copy_inputs(src, folder) -> Path:
     src = Path(src)
     src = inputs_path(src) if src.is_dir() else src
     data = json.loads(src.read_text())
-    base = data.get("workdir")
-    if isinstance(base, str) and base and not Path(base).is_absolute():
-        workdir = os.path.normpath(os.path.abspath(src.parent / base))
+    workdir = _recorded_root(data, src.parent)
+    if workdir is not None:
         data["workdir"] = Path(os.path.relpath(workdir, os.path.abspath(folder))).as_posix()
     path = inputs_path(folder)
     write_json_atomic(path, data)
@@ -191,9 +199,8 @@ def load_inputs(workdir) -> dict:
     data.setdefault("provenance", {})
     if "setting" not in data:
         data["setting"] = setting_of_older_file((data["provenance"] or {}).get("config"))
-    base = data.get("workdir")
-    if isinstance(base, str) and base and not Path(base).is_absolute():  # written relative (``write_inputs``)
-        root = os.path.normpath(os.path.abspath(path.parent / base))
+    root = _recorded_root(data, path.parent)
+    if root is not None:
         data = {**rooted.unmark(data, root), "workdir": root}
     data["_path"] = str(path)
     data["_workdir"] = str(path.parent)
@@ -219,6 +226,11 @@ def resolve_path(inputs: dict, value) -> Path | None:
 def setting(inputs: dict, part: str):
     """One part of the run's recorded setting (``SETTING_PARTS``), or None."""
     return (inputs.get("setting") or {}).get(part)
+
+
+def recorded_config(inputs: dict) -> dict | None:
+    """The pipeline config the run recorded (``provenance.config``), or None."""
+    return (inputs.get("provenance") or {}).get("config")
 
 
 def setting_of_older_file(config: dict | None) -> dict | None:
