@@ -348,6 +348,23 @@ def test_provenance_sums_the_legs_of_a_run_that_failed_and_ran_again(tmp_path, c
     assert wall_time_text({"wall_time_s": 12.4, "legs": [{"started": "t", "wall_time_s": 12.4}]}) == "wall time 12 s"
 
 
+def test_a_leg_killed_inside_a_long_job_keeps_the_time_to_its_last_heartbeat(tmp_path):
+    import time
+
+    from probe.pipeline.workdir import Leg, read_legs
+
+    leg = Leg(tmp_path, heartbeat_s=0.05)
+    time.sleep(0.5)  # one long job: no job finishes, nothing else ticks; then the process is killed (no last tick)
+    recorded = read_legs(tmp_path)[0]
+    assert not recorded["finished"] and recorded["wall_time_s"] >= 0.3
+    leg.tick(finished=True)
+    final = read_legs(tmp_path)[0]["wall_time_s"]
+    time.sleep(0.2)  # the heartbeat stopped with the leg: the finished record is not rewritten
+    assert read_legs(tmp_path)[0] == {**recorded, "wall_time_s": final, "finished": True}
+    leg.tick()
+    assert read_legs(tmp_path)[0]["finished"] and read_legs(tmp_path)[0]["wall_time_s"] == final
+
+
 # -- relocatable workdirs and damaged stages ----------------------------------------------------------------
 
 def fake_keyed(ctx, *, i):
