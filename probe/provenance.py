@@ -91,6 +91,9 @@ def environment() -> dict:
 
         env["torch"] = torch.__version__
         env["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+        # the vector instruction set torch's CPU kernels run (AVX2, AVX512, ...): one training step rounds
+        # differently under another, so a CPU run repeats bit for bit only where this matches (docs/notes/train.md)
+        env["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
     except ImportError:  # pragma: no cover - torch is a hard dependency
         pass
     try:

@@ -141,6 +141,22 @@ def test_run_directory_records_provenance(make_toy_store, tmp_path):
     assert model.encode(x).shape == (3, store.num_factors)
 
 
+def test_the_recorded_cpu_capability_is_the_one_the_kernels_run():
+    """A CPU run repeats bit for bit only under the same kernels (AVX2 vs AVX512 round differently; measured in
+    docs/notes/train.md), so the environment records which ran: forcing them changes the record."""
+    import os
+    import subprocess
+    import sys
+
+    from probe.provenance import environment
+
+    assert environment()["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    forced = subprocess.run([sys.executable, "-c", "from probe.provenance import environment; "
+                             "print(environment()['cpu_capability'])"], capture_output=True, text=True, check=True,
+                            env={**os.environ, "ATEN_CPU_CAPABILITY": "default"})
+    assert forced.stdout.strip() == "DEFAULT"
+
+
 def test_complete_run_is_returned_untouched_and_no_resume_refuses(make_toy_store, tmp_path):
     store = make_toy_store()
     cfg = {"model": "ae", "train": {"steps": 5, **FAST}}
