@@ -198,7 +198,7 @@ def load_inputs(workdir) -> dict:
     data.setdefault("stores", {})
     data.setdefault("provenance", {})
     if "setting" not in data:
-        data["setting"] = setting_of_older_file((data["provenance"] or {}).get("config"))
+        data["setting"] = setting_of_older_file(recorded_config(data))
     root = _recorded_root(data, path.parent)
     if root is not None:
         data = {**rooted.unmark(data, root), "workdir": root}
