@@ -38,8 +38,8 @@ from probe.report.inputs import (
 from probe.report.pool import parts, pool, pooled_legs
 from probe.report.random_m import random_m_section
 from probe.report.random_psi import decoders_frozen, random_psi_section
-from probe.report.schema import (ARCHIVE_DIR, archive_inputs, load_inputs, missing_section, recorded_config,
-                                 resolve_path, setting, store_fact)
+from probe.report.schema import (ARCHIVE_DIR, archive_inputs, load_inputs, missing_section, recorded_code_version,
+                                 recorded_config, resolve_path, setting, store_fact)
 from probe.report.stats import ALPHA, MARGIN, compare, holm_adjust, verdict, verdict_rule_text, welch_t_test
 from probe.report.why import linear_pca_judgement, status_cell, why_section
 
@@ -864,7 +864,7 @@ class _Builder:
     def _provenance_items(inputs: dict) -> list[str]:
         """The provenance bullets of one workdir's inputs."""
         prov = inputs.get("provenance") or {}
-        cv = prov.get("code_version") or {}
+        cv = recorded_code_version(inputs)
         env = prov.get("environment") or {}
         seeds = sorted({r.get("seed") for r in inputs["runs"] if r.get("seed") is not None})
         items = [

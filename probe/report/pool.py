@@ -20,7 +20,8 @@ run's files resolve wherever its own workdir is.
 from __future__ import annotations
 
 from probe.errors import UserError
-from probe.report.schema import SETTING_PARTS, config_less_run_choice, recorded_config, setting
+from probe.report.schema import (SETTING_PARTS, config_less_run_choice, recorded_code_version, recorded_config,
+                                 setting)
 
 # the loaded inputs a pooled group keeps, in the order given: the provenance section shows each one
 PARTS = "_parts"
@@ -54,7 +55,7 @@ def differences(a: dict, b: dict) -> list[str]:
     for key in ("pipeline", "preset", "schema"):
         if a.get(key) != b.get(key):
             out.append(f"{key} {a.get(key)!r} vs {b.get(key)!r}")
-    source = [((i.get("provenance") or {}).get("code_version") or {}).get("source_digest") for i in (a, b)]
+    source = [recorded_code_version(i).get("source_digest") for i in (a, b)]
     if source[0] != source[1]:
         out.append(f"code (source digest {str(source[0])[:16]} vs {str(source[1])[:16]})")
     for part in SETTING_PARTS:

@@ -233,6 +233,12 @@ def recorded_config(inputs: dict) -> dict | None:
     return (inputs.get("provenance") or {}).get("config")
 
 
+def recorded_code_version(inputs: dict) -> dict:
+    """The code version the run recorded (``provenance.code_version``: probe_version, git_commit, source_digest), or
+    an empty dict: what the provenance bullets show and what ``probe.report.pool`` compares."""
+    return (inputs.get("provenance") or {}).get("code_version") or {}
+
+
 def setting_of_older_file(config: dict | None) -> dict | None:
     """Compatibility: the ``setting`` of a file written before schema 3, read out of the pipeline config it recorded
     (``provenance.config``: the TOML tables ``store``, ``retrain``, ``evaluate`` and ``manipulate``), as the report
