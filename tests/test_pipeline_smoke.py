@@ -169,7 +169,7 @@ def _copy_upstream(src: Path, dst: Path) -> None:
         shutil.copytree(src / stage, dst / stage, symlinks=True)
 
 
-def test_kill_during_training_then_resume_gives_identical_metrics(smoke, tmp_path):
+def test_kill_during_training_then_resume_gives_identical_metrics(smoke, tmp_path, capsys):
     # Upstream stages copied (cached); two models only: a run's config (and so its numbers) does not depend
     # on which other models are in the list, so the runs compare one to one with the shared smoke workdir.
     wd = tmp_path / "killed"
@@ -203,6 +203,11 @@ def test_kill_during_training_then_resume_gives_identical_metrics(smoke, tmp_pat
     st = workdir_status(wd)
     retrain = next(s for s in st["stages"] if s["name"] == "retrain")
     assert retrain["state"] in ("partial", "pending") and retrain["done"] < retrain["total"]
+    # status names the killed job with how far its run got: the last step its log holds, of the steps it trains
+    logged = [json.loads(line) for line in (killed_mid_job / "metrics.jsonl").read_text().splitlines() if line]
+    code, out, _ = run_probe(["pipeline", "status", str(wd)], capsys)
+    assert code == 0 and f"{killed_mid_job.parent.name} ({logged[-1]['step']}/10 steps)" in out
+
 
     resumed = run_pipeline(PIPELINE, workdir=wd, preset="smoke", scheduler="synchronous", progress=False,
                            overrides={"retrain.models": FEW_MODELS[1].split("=")[1].split(",")})

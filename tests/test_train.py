@@ -14,7 +14,7 @@ from probe.errors import UserError
 from probe.models.ae import AE
 from probe.models.base import bernoulli_reconstruction
 from probe.models.registry import BUILTIN_MODELS
-from probe.train import load_run, resolve_run_config, train_run
+from probe.train import RunFolder, load_run, resolve_run_config, run_progress, train_run
 from conftest import STORE_DAMAGES, damage_store, run_probe
 
 FAST = {"batch_size": 8, "log_every": 5, "checkpoint_every": 10}
@@ -179,6 +179,18 @@ def test_load_run_refuses_incomplete_run(make_toy_store, tmp_path):
         load_run(out)
     model, _ = load_run(out, allow_incomplete=True)
     assert not model.training
+
+
+def test_run_progress_reads_the_last_logged_step_and_the_done_record(make_toy_store, tmp_path):
+    store = make_toy_store()
+    assert run_progress(tmp_path / "r") is None  # nothing started there
+    cfg = {"model": "ae", "train": {"steps": 20, **FAST}}
+    out = train_run(cfg, store, tmp_path / "r", progress=False, stop_after=15)
+    # stopped like a kill after step 15: the progress is the log's last row (checkpoint at 10, rows every 5 steps)
+    logged = RunFolder(out).read_log()[-1]["step"]
+    assert 10 <= logged < 20 and run_progress(out) == {"step": logged, "steps": 20, "complete": False}
+    train_run(cfg, store, out, progress=False)
+    assert run_progress(out) == {"step": 20, "steps": 20, "complete": True}
 
 
 class ExplodingAE(AE):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
@@ -74,6 +75,29 @@ def run(name, preset, workdir, scheduler, workers, until, force, sets, quiet):
             click.echo(f"report inputs: {report}")
 
 
+def _training_progress(workdir, stage: dict) -> dict:
+    """{job: run_progress} of the stage's started, unfinished jobs that train a run: how far each got. A batched job
+    (several seeds as one task) finishes its jobs together, so a seed already trained still reads as running."""
+    keys = stage["running"] + stage["interrupted"]
+    if not keys:
+        return {}  # reading a run folder imports torch (seconds): only where there is progress to show
+    from probe.pipeline.stages.common import job_run_progress
+    from probe.pipeline.workdir import job_dir, partial_dir
+
+    partial = partial_dir(Path(workdir), stage["name"], stage["digest"])
+    found = {key: job_run_progress(job_dir(partial, key)) for key in keys}
+    return {key: progress for key, progress in found.items() if progress is not None}
+
+
+def _with_progress(key: str, progress: dict) -> str:
+    p = progress.get(key)
+    if p is None:
+        return key
+    if p["complete"]:
+        return f"{key} (trained, {p['step']:,} steps)"
+    return f"{key} ({p['step']:,}/{p['steps']:,} steps)" if p["steps"] else f"{key} (step {p['step']:,})"
+
+
 @pipeline.command()
 @click.argument("workdir", type=click.Path(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
@@ -82,6 +106,8 @@ def status(workdir, as_json):
     from probe.pipeline.workdir import workdir_status
 
     st = workdir_status(workdir)
+    for s in st["stages"]:
+        s["progress"] = _training_progress(workdir, s)
     if as_json:
         click.echo(json.dumps(st, indent=2))
     else:
@@ -90,9 +116,11 @@ def status(workdir, as_json):
         for s in st["stages"]:
             extra = []
             if s["running"]:
-                extra.append(f"running: {', '.join(s['running'])}")
+                extra.append(f"running: {', '.join(_with_progress(key, s['progress']) for key in s['running'])}")
             if s["interrupted"]:
-                extra.append(f"interrupted: {len(s['interrupted'])}")
+                extra.append(f"interrupted: {len(s['interrupted'])}"
+                             + (f" ({', '.join(_with_progress(k, s['progress']) for k in s['progress'])})"
+                                if s["progress"] else ""))
             if s["state"] == "stale":
                 extra.append(f"depends on damaged {s['stale_from']}")
             click.echo(f"  {s['name']:<12} {s['state']:<9} {s['done']}/{s['total']} jobs  {'; '.join(extra)}")

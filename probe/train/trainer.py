@@ -204,6 +204,20 @@ def done_entries(last_row: dict) -> dict:
     return {"final": final, "final_step_logged": last_row.get("step")}
 
 
+def run_progress(run_dir) -> dict | None:
+    """How far the training run in ``run_dir`` got, read off its files without loading a checkpoint: ``{"step": the
+    last logged step (0 before the first log row), "steps": the steps it trains, "complete": bool}``; None where no
+    run was started there. For a user watching a long run (``probe pipeline status``)."""
+    folder = RunFolder(run_dir)
+    if not folder.config_path.exists():
+        return None
+    steps = (folder.read_config().get("train") or {}).get("steps")
+    if folder.is_complete:
+        return {"step": folder.read_done().get("steps", steps), "steps": steps, "complete": True}
+    rows = folder.read_log()
+    return {"step": rows[-1].get("step", 0) if rows else 0, "steps": steps, "complete": False}
+
+
 def load_run(run_dir, device: str = "cpu", *, allow_incomplete: bool = False):
     """(model in eval mode on ``device``, config dict) of a finished run (``allow_incomplete``: its latest checkpoint)."""
     folder = RunFolder(run_dir)

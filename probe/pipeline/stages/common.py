@@ -24,6 +24,18 @@ KEEP_FINAL_WEIGHTS = "final-weights"  # RunFolder.compact: the final weights onl
 KEEP_CHOICES = (KEEP_ALL, KEEP_FINAL_WEIGHTS)
 
 
+# the training run a training job keeps in its job folder (job_train, job_train_batch; probe pipeline status reads it)
+JOB_RUN = "run"
+
+
+def job_run_progress(job_folder) -> dict | None:
+    """``probe.train.run_progress`` of the training run in a job folder (None: the job trains none, or has
+    not started it)."""
+    from probe.train import run_progress
+
+    return run_progress(job_folder / JOB_RUN)
+
+
 def keep_checkpoints(config: dict) -> str:
     """The pipeline's ``keep_checkpoints`` setting (``all`` where a config does not give it)."""
     return config["pipeline"].get(KEEP_CHECKPOINTS, KEEP_ALL)
@@ -108,7 +120,7 @@ def job_train(ctx: JobContext, *, run_config: dict, variant: str, model: str, se
     from probe.train import train_run
 
     store_path, run_config, hp = _prepare_train(ctx, run_config, variant, model, hyperparameter, scale)
-    run_dir = train_run(run_config, store_path, ctx.job_dir / "run", resume=True, device=ctx.device, progress=False)
+    run_dir = train_run(run_config, store_path, ctx.job_dir / JOB_RUN, resume=True, device=ctx.device, progress=False)
     return _train_result(ctx, run_dir, store_path, hp, variant=variant, model=model, seed=seed, scale=scale,
                          evaluate=evaluate, keep=keep)
 
@@ -123,7 +135,7 @@ def job_train_batch(contexts: list[JobContext], members: list[dict]) -> list:
     store_paths = {str(p[0]) for p in prepared}
     if len(store_paths) != 1:
         raise ValueError(f"a batched job trains on one store, got {sorted(store_paths)}")
-    outcomes = train_runs([p[1] for p in prepared], prepared[0][0], [ctx.job_dir / "run" for ctx in contexts],
+    outcomes = train_runs([p[1] for p in prepared], prepared[0][0], [ctx.job_dir / JOB_RUN for ctx in contexts],
                           device=contexts[0].device)
     results = []
     for ctx, kw, (store_path, _, hp), outcome in zip(contexts, members, prepared, outcomes):
