@@ -204,7 +204,9 @@ def test_kill_during_training_then_resume_gives_identical_metrics(smoke, tmp_pat
     retrain = next(s for s in st["stages"] if s["name"] == "retrain")
     assert retrain["state"] in ("partial", "pending") and retrain["done"] < retrain["total"]
     # status names the killed job with how far its run got: the last step its log holds, of the steps it trains
-    logged = [json.loads(line) for line in (killed_mid_job / "metrics.jsonl").read_text().splitlines() if line]
+    from probe.train import RunFolder
+
+    logged = RunFolder(killed_mid_job).read_log()  # stops at a line the kill cut, as the resume reads it
     code, out, _ = run_probe(["pipeline", "status", str(wd)], capsys)
     assert code == 0 and f"{killed_mid_job.parent.name} ({logged[-1]['step']}/10 steps)" in out
 
