@@ -15,7 +15,7 @@ from probe.analysis import (
     synthetic_data, verify_store, verify_synthetic,
 )
 from probe.analysis.alignment import sigma_order_matches
-from probe.analysis.linear_vae_fit import _objective_analytic, linear_vae_model
+from probe.analysis.linear_vae_fit import _objective_analytic, _objective_and_gradient, linear_vae_model
 from probe.analysis.theorem1 import _orthogonal, reduced_objective
 from probe.errors import UserError
 
@@ -80,6 +80,20 @@ def test_analytic_objective_equals_the_model_loss_in_expectation():
     with torch.no_grad():
         sampled = np.mean([float(model.loss(batch, 0)[0]) for _ in range(4)])
     assert sampled == pytest.approx(float(analytic), rel=0.01)
+
+
+def test_the_written_out_gradient_is_autograds():
+    # the analytic fit runs L-BFGS-B on the numpy value and gradient: both must be the torch objective's
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((200, 7)) @ rng.standard_normal((7, 7))
+    s = x.T @ x / len(x)
+    w_enc, w_dec, logvar = rng.standard_normal((3, 7)), rng.standard_normal((7, 3)), 0.5 * rng.standard_normal(3)
+    value, grad = _objective_and_gradient(w_enc, w_dec, logvar, s, 0.7)
+    params = [torch.tensor(a, requires_grad=True) for a in (w_enc, w_dec, logvar)]
+    reference, _ = _objective_analytic(*params, torch.as_tensor(s), 0.7)
+    reference.backward()
+    assert value == pytest.approx(float(reference), rel=1e-12)
+    np.testing.assert_allclose(grad, np.concatenate([p.grad.numpy().ravel() for p in params]), rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("data_dim,num_latent,noise", [(4, 2, 0.0), (10, 3, 0.3)])

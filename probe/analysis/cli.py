@@ -53,7 +53,8 @@ def _parse_floats(text: str, what: str) -> list[float]:
               help="Adjacent PCA eigenvalues with λ_{i+1}/λ_i at or above this form one near-degenerate block, "
                    "judged as a subspace (default 0.9; docs/notes/analysis.md).")
 @click.option("--steps", type=click.IntRange(min=1), default=None,
-              help="Fit iterations (L-BFGS for analytic, default 5000; Adam for sampled, default 20000).")
+              help="Fit iterations (L-BFGS for analytic, default 100,000: it stops when converged; Adam for sampled, "
+                   "default 20000).")
 @click.option("--anchors", type=click.IntRange(min=1), default=16, show_default=True,
               help="With --run: anchor points for the local-vs-global alignment.")
 @click.option("--seed", type=int, default=0, show_default=True)
