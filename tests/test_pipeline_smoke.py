@@ -26,9 +26,9 @@ from conftest import run_probe
 
 pytestmark = pytest.mark.slow
 PIPELINE = "modify-dsprites"
-FEW_MODELS = ("--set", "retrain.models=ae,beta-vae")
+FEW_MODELS = ("--set", "retrain.models=beta-vae")  # the later tests' model: β-VAE × orig, mod, noise, mod-random
 # copied to skip them in later tests
-UPSTREAM = ("store", "restarts", "select", "manipulate", "manipulate-random", "apply", "noise")
+UPSTREAM = ("store", "restarts", "select", "manipulate", "manipulate-random", "apply", "apply-random", "noise")
 
 
 @pytest.fixture(scope="module")
@@ -138,8 +138,8 @@ def test_smoke_keeps_final_weights_only_and_stays_under_200_mb(smoke):
     from probe.train.run_folder import COMPACTED
 
     ri = load_inputs(smoke.workdir)
-    runs = [r["run_dir"] for r in ri["runs"] + ri["restarts"]]
-    assert len(runs) == 14 * 6 + 4
+    runs = [r["run_dir"] for r in ri["runs"] + ri["random_m"]["runs"] + ri["restarts"]]
+    assert len(runs) == 14 * 6 + 2 + 4
     for run_dir in runs:
         payload = RunFolder(run_dir).load_checkpoint()
         assert COMPACTED in payload and "optimizers" not in payload and "rng" not in payload, run_dir
@@ -216,25 +216,20 @@ def test_kill_during_training_then_resume_gives_identical_metrics(smoke, tmp_pat
     retrain_report = next(r for r in resumed.reports if r.name == "retrain")
     assert retrain_report.jobs_reused >= 2 and not retrain_report.cached
     assert all(r.cached for r in resumed.reports if r.name in UPSTREAM)
-    a = _runs_by_key(json.loads((smoke.workdir / "report_inputs.json").read_text()))
-    b = _runs_by_key(json.loads((wd / "report_inputs.json").read_text()))
-    assert set(b) == {k for k in a if k[0] in ("ae", "beta-vae")} and len(b) == 12
+    shared, resumed_inputs = load_inputs(smoke.workdir), load_inputs(wd)
+    a = _runs_by_key({"runs": shared["runs"] + shared["random_m"]["runs"]})
+    b = _runs_by_key({"runs": resumed_inputs["runs"] + resumed_inputs["random_m"]["runs"]})
+    assert set(b) == {k for k in a if k[0] == "beta-vae"} and len(b) == 8
     for key in b:
         assert b[key]["metrics"] == a[key]["metrics"], key
 
 
-def test_models_retrained_on_the_random_m_get_its_store_and_a_section_of_their_own(smoke, tmp_path):
-    # issue 24: variant mod-random, the frozen random-ψ control's m applied (stage apply-random), for the β-VAE only;
-    # upstream stages copied (cached), the orig/mod/noise runs the same as the shared workdir's
+def test_models_retrained_on_the_random_m_get_its_store_and_a_section_of_their_own(smoke):
+    # issue 24: variant mod-random, the frozen random-ψ control's m applied (stage apply-random); the smoke preset
+    # retrains the β-VAE on it (modify-dsprites.toml), so the shared workdir holds it
     from probe.data import open_store
 
-    wd = tmp_path / "random-m"
-    _copy_upstream(smoke.workdir, wd)
-    run = run_pipeline(PIPELINE, workdir=wd, preset="smoke", scheduler="synchronous", progress=False,
-                       overrides={"retrain.models": ["ae", "beta-vae"],
-                                  "retrain.model_variants": {"beta-vae": ["orig", "mod", "noise", "mod-random"]}})
-    assert all(r.cached for r in run.reports if r.name in UPSTREAM)
-    ri = load_inputs(wd)
+    ri = load_inputs(smoke.workdir)
     random_m, control = ri["random_m"], ri["manipulation_random"]
     store = open_store(random_m["store"]["path"])
     assert store.digest == random_m["store"]["digest"] not in {ri["stores"][v]["digest"] for v in ("orig", "mod", "noise")}
@@ -249,16 +244,12 @@ def test_models_retrained_on_the_random_m_get_its_store_and_a_section_of_their_o
     for r in random_m["runs"]:
         assert json.loads((Path(r["run_dir"]) / "config.json").read_text())["store"]["digest"] == store.digest
     assert {r["variant"] for r in ri["runs"]} == {"orig", "mod", "noise"}
-    a, b = _runs_by_key(json.loads((smoke.workdir / "report_inputs.json").read_text())), _runs_by_key(ri)
-    assert set(b) == {k for k in a if k[0] in ("ae", "beta-vae")}
-    for key in b:
-        assert b[key]["metrics"] == a[key]["metrics"], key
     captured = random_m["factor_capture"]["runs"]
     assert [(e["variant"], e["seed"]) for e in captured] == [("mod-random", 100), ("mod-random", 101)]
     assert all("error" not in e for e in captured)
     for e, r in zip(captured, sorted(random_m["runs"], key=lambda r: r["seed"])):
         assert e["mig"] == pytest.approx(r["metrics"]["mig"]["mig"])  # the capture reproduces MIG on that store
-    made = run.results["report"]["jobs"]["report"]["report"]
+    made = smoke.results["report"]["jobs"]["report"]["report"]
     md = Path(made["markdown"]).read_text()
     assert "## Retrained on the random m: is it learning m that moves the models? (dsprites)" in md
     summary = json.loads((Path(made["markdown"]).parent / "summary.json").read_text())
@@ -276,7 +267,7 @@ def _wait_for(path: Path, timeout: float = 60) -> None:
 
 
 def test_external_dask_scheduler_with_two_workers(smoke, tmp_path, capsys):
-    # every stage runs on the cluster (nothing copied); two models keep it short
+    # every stage runs on the cluster (nothing copied); one model keeps it short
     wd = tmp_path / "dask"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     scheduler_file = tmp_path / "scheduler.json"
@@ -311,7 +302,8 @@ def test_external_dask_scheduler_with_two_workers(smoke, tmp_path, capsys):
                 p.kill()
                 p.wait()
     ri = load_inputs(wd)
-    assert len(_runs_by_key(ri)) == 12 and all(r["metrics"]["mig"]["mig"] >= 0 for r in ri["runs"])
+    assert len(_runs_by_key(ri)) == 6 and all(r["metrics"]["mig"]["mig"] >= 0 for r in ri["runs"])
+    assert len(ri["random_m"]["runs"]) == 2
     assert {r["selected"] for r in ri["restarts"]} == {"entangled", "disentangled", None}
     from probe.data import open_store
 
