@@ -192,6 +192,25 @@ def test_audit_shares_the_modify_pipelines_stages(plugin_paths, tmp_path):
     assert narrowed["plugin-train"] == reused["plugin-train"]  # the plug-in's runs do not depend on the references
 
 
+def test_a_reference_trained_on_the_random_m_keeps_its_stages_and_a_narrowed_one_leaves_them_out(plugin_paths):
+    # the dSprites smoke preset retrains the β-VAE on mod-random (the random-ψ control's m): the audit of the whole
+    # reference pipeline plans it as `probe pipeline run` does; narrowed to reference.models it trains what the verdict
+    # reads (orig, mod, noise) and runs no random-ψ control
+    def jobs(plan):
+        return {s.name: [j.key for j in s.jobs(s.config)] for s in plan.stages}
+
+    modify, _ = _digests("modify-dsprites")
+    full, plan = _digests("audit", {"plugin.model": GOOD, "reference.models": []})
+    planned = jobs(plan)
+    assert "beta-vae-mod-random-s100" in planned["retrain"] and len(planned["apply-random"]) == 1
+    assert full["apply-random"] == modify["apply-random"] and full["retrain"] == modify["retrain"]
+    narrowed, plan = _digests("audit", {"plugin.model": GOOD})
+    planned = jobs(plan)
+    assert planned["manipulate-random"] == [] and planned["apply-random"] == []
+    assert {k.split("-s1")[0] for k in planned["retrain"]} == {f"{m}-{v}" for m in ("ae", "beta-vae")
+                                                             for v in ("orig", "mod", "noise")}
+
+
 def test_two_plugins_share_all_but_their_stages_and_an_edit_gives_new_runs(plugin_paths, tmp_path, monkeypatch):
     module = tmp_path / "audit_tmp_plugin.py"
     module.write_text("from plugins.broken_plugins import _Base\n\n\nclass Tiny(_Base):\n    name = 'tiny'\n")

@@ -43,13 +43,17 @@ from typing import Callable
 from probe.errors import UserError
 from probe.pipeline.config import flatten, resolve
 from probe.pipeline.engine import Stage, stage_digests
-from probe.pipeline.stages import apply, evaluate, manipulate, noise, restarts, retrain, select, store
-from probe.pipeline.variants import VARIANTS
+from probe.pipeline.stages import (apply, apply_random, evaluate, manipulate, manipulate_random, noise, restarts,
+                                   retrain, select, store)
+from probe.pipeline.variants import RANDOM_M, VARIANTS
 from probe.pipeline.workdir import STAGE_FILE, final_dir
 
 AUDIT_PIPELINE = "audit"
 # the modify pipeline's stages an audit shares with it (same configs, digests and job keys: a modify run's are reused)
-REFERENCE_STAGES = (store, restarts, select, manipulate, apply, noise, retrain, evaluate)
+# the reference pipeline's stages up to evaluate (manipulate-random and apply-random: a reference model may train on
+# mod-random, the random-ψ control's m, as the β-VAE of the cpu preset does; they run no job otherwise)
+REFERENCE_STAGES = (store, restarts, select, manipulate, manipulate_random, apply, apply_random, noise, retrain,
+                    evaluate)
 AUDITS_DIR = "audits"
 AUDIT_TABLE = "audit"   # what audit_config adds to the reference config for the plug-in's stages (audit_table)
 
@@ -108,8 +112,20 @@ def reference_configs(config: dict) -> tuple[str, dict, dict]:
     narrowed = copy.deepcopy(full)
     models = list(config["reference"].get("models") or [])
     if models:
-        retrain.settings(narrowed)["models"] = models
+        _narrow(narrowed, models)
     return name, full, narrowed
+
+
+def _narrow(config: dict, models: list[str]) -> None:
+    """The reference config with ``models`` only, trained on what the verdict reads: the reference pipeline's runs on
+    mod-random (reported beside mod, never in a verdict) are left out, and the random-ψ control with them when nothing
+    else needs it. The shared stages (store … noise) keep the reference pipeline's digests."""
+    rt = retrain.settings(config)
+    rt["models"] = models
+    rt["variants"] = [v for v in rt["variants"] if v != RANDOM_M]
+    rt["model_variants"] = {m: [v for v in vs if v != RANDOM_M] for m, vs in (rt.get("model_variants") or {}).items()}
+    if manipulate_random.NAME in config and not apply_random.wanted(config):
+        config[manipulate_random.NAME]["enabled"] = False
 
 
 def choose_reference(full: dict, narrowed: dict, workdir, reuse_complete: bool,

@@ -8,8 +8,9 @@ and its checks before any work.
     control     store → restarts → select → manipulate → manipulate-random → apply → apply-random → noise → rotated → dose → retrain
                 → evaluate → robustness → linear-pca → report   (modify + the control's L1 and L3 stores,
                 docs/notes/control.md)
-    audit       store → plugin-check → restarts → select → manipulate → apply → noise → plugin-train
-                → retrain → evaluate → plugin-evaluate → audit
+    audit       store → plugin-check → restarts → select → manipulate → manipulate-random → apply → apply-random
+                → noise → plugin-train → retrain → evaluate → plugin-evaluate → audit   (the reference pipeline's
+                stages; the random-ψ control and its store run only where a reference model trains on mod-random)
 
 The arrows are the run order, which is the priority; on dask a stage starts as soon as its input stages are done
 (probe.pipeline.engine), so in modify noise and linear-pca (inputs: store) run beside restarts, and manipulate-random
@@ -101,8 +102,8 @@ def _validate_audit(config: dict, *, deep: bool = True) -> None:
     validate_audit(config, deep=deep, validate_reference=MODIFY.validate)
 
 
-AUDIT = Graph((store, plugin_check, restarts, select, manipulate, apply, noise, plugin_train, retrain, evaluate,
-               plugin_evaluate, audit_stage), prepare=_audit_config, check=_validate_audit)
+AUDIT = Graph((store, plugin_check, restarts, select, manipulate, manipulate_random, apply, apply_random, noise,
+               plugin_train, retrain, evaluate, plugin_evaluate, audit_stage), prepare=_audit_config, check=_validate_audit)
 
 GRAPHS = {"modify": MODIFY, "control": CONTROL, "linear-pca": LINEAR_PCA, "audit": AUDIT}
 

@@ -12,6 +12,7 @@ from probe.pipeline.report_data import add_report_data
 from probe.pipeline.report_inputs import StageValues, report_inputs, run_entries
 from probe.pipeline.stages import apply, evaluate, manipulate, noise, plugin_evaluate, plugin_train, retrain, store
 from probe.pipeline.stages.face import input_names
+from probe.pipeline.variants import VARIANTS
 from probe.pipeline.worker import JobContext
 from probe.report.schema import write_inputs
 
@@ -33,7 +34,9 @@ def job_audit(ctx: JobContext, *, meta: dict, about: dict, metric: str, seed: in
     from probe.provenance import write_json_atomic
 
     reference, plugin = stage_values(ctx.inputs)
-    ref_runs = run_entries(reference.retrain, reference.evaluate, alignment=False)
+    # the verdicts and the published runs are over orig, mod and noise (a reference model's mod-random runs, where the
+    # reference pipeline trains them, have their own report section, not the audit's)
+    ref_runs = [r for r in run_entries(reference.retrain, reference.evaluate, alignment=False) if r["variant"] in VARIANTS]
     plugin_runs = run_entries(plugin.retrain, plugin.evaluate, alignment=False)
     models = [about["model_label"], *about["reference_models"]]
     num_factors = sum(1 for size in reference.orig_store.factor_sizes if size > 1)
