@@ -27,6 +27,8 @@ from conftest import run_probe
 pytestmark = pytest.mark.slow
 PIPELINE = "modify-dsprites"
 FEW_MODELS = ("--set", "retrain.models=beta-vae")  # the later tests' model: β-VAE × orig, mod, noise, mod-random
+# the later tests read report_inputs.json; the rendering is the shared workdir's (test_report_rerenders_...)
+NO_RENDER = ("--set", "report.make_report=false")
 # copied to skip them in later tests
 UPSTREAM = ("store", "restarts", "select", "manipulate", "manipulate-random", "apply", "apply-random", "noise")
 
@@ -180,7 +182,7 @@ def test_kill_during_training_then_resume_gives_identical_metrics(smoke, tmp_pat
 
     env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
     proc = subprocess.Popen([sys.executable, "-m", "probe.cli", "pipeline", "run", PIPELINE, "--preset", "smoke",
-                             "--workdir", str(wd), "--scheduler", "synchronous", "--quiet", *FEW_MODELS], env=env,
+                             "--workdir", str(wd), "--scheduler", "synchronous", "--quiet", *FEW_MODELS, *NO_RENDER], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     killed_mid_job = None
     deadline = time.time() + 240
@@ -212,7 +214,8 @@ def test_kill_during_training_then_resume_gives_identical_metrics(smoke, tmp_pat
 
 
     resumed = run_pipeline(PIPELINE, workdir=wd, preset="smoke", scheduler="synchronous", progress=False,
-                           overrides={"retrain.models": FEW_MODELS[1].split("=")[1].split(",")})
+                           overrides={"retrain.models": FEW_MODELS[1].split("=")[1].split(","),
+                                      "report.make_report": False})
     retrain_report = next(r for r in resumed.reports if r.name == "retrain")
     assert retrain_report.jobs_reused >= 2 and not retrain_report.cached
     assert all(r.cached for r in resumed.reports if r.name in UPSTREAM)
@@ -289,7 +292,7 @@ def test_external_dask_scheduler_with_two_workers(smoke, tmp_path, capsys):
         with Client(address, timeout="30s") as client:
             client.wait_for_workers(2, timeout=60)
         code, out, err = run_probe(["pipeline", "run", PIPELINE, "--preset", "smoke", "--workdir", str(wd),
-                               "--scheduler", address, *FEW_MODELS], capsys)
+                               "--scheduler", address, *FEW_MODELS, *NO_RENDER], capsys)
         assert code == 0, err
         assert f"dask scheduler {address}" in err
     finally:
