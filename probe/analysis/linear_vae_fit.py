@@ -112,9 +112,9 @@ def fit_linear_vae(data: np.ndarray, num_latent: int, *, beta: float = 0.1, seed
         start = np.concatenate([t.detach().numpy().ravel() for t in params])
         # tolerances as tight as float64 allows: the alignment inside near-degenerate pairs is the last thing the
         # fit gets right (driven by the small σ term), so it stops at a stationary point, not early
+        cap = steps or ANALYTIC_MAX_ITER
         found = minimize(objective, start, jac=True, method="L-BFGS-B",
-                         options={"maxiter": steps or ANALYTIC_MAX_ITER, "maxfun": 25 * (steps or ANALYTIC_MAX_ITER), "maxcor": 50,
-                                  "ftol": 1e-15, "gtol": 1e-12})
+                         options={"maxiter": cap, "maxfun": 25 * cap, "maxcor": 50, "ftol": 1e-15, "gtol": 1e-12})
         with torch.no_grad():
             for t, value in zip(params, _unflatten(found.x, shapes)):
                 t.copy_(torch.as_tensor(value))

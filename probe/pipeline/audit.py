@@ -51,7 +51,7 @@ from probe.pipeline.workdir import STAGE_FILE, final_dir
 AUDIT_PIPELINE = "audit"
 # the modify pipeline's stages an audit shares with it (same configs, digests and job keys: a modify run's are reused)
 # the reference pipeline's stages up to evaluate (manipulate-random and apply-random: a reference model may train on
-# mod-random, the random-ψ control's m, as the β-VAE of the cpu preset does; they run no job otherwise)
+# mod-random, the random-ψ control's m, as the dSprites smoke preset's β-VAE does; they run no job otherwise)
 REFERENCE_STAGES = (store, restarts, select, manipulate, manipulate_random, apply, apply_random, noise, retrain,
                     evaluate)
 AUDITS_DIR = "audits"
