@@ -55,18 +55,14 @@ def torch_lbfgs_reference(data: np.ndarray, num_latent: int, *, beta: float, see
 
 
 def store_case(path: str, num_images: int, seed: int = 0):
-    """``verify_store``'s data: the store's images projected on their top 2d principal directions, rotated."""
-    from probe.analysis.verify import _flat_images, top_principal_directions
+    """``verify_store``'s data (``projected_sample``), latents and β (0.5·λ_d) for a store."""
+    from probe.analysis.verify import projected_sample
     from probe.data import open_store
 
     store = open_store(path)
     d = store.num_factors
-    rng = np.random.default_rng(seed)
-    idx = np.sort(rng.choice(len(store), size=min(num_images, len(store)), replace=False))
-    flat = _flat_images(store.read(idx))
-    values, directions = top_principal_directions(flat, 2 * d, seed=seed)
-    rotation, _ = np.linalg.qr(rng.standard_normal((2 * d, 2 * d)))
-    return (flat - flat.mean(0)) @ directions @ rotation, d, 0.5 * float(values[d - 1])
+    _, _, values, projected = projected_sample(store, d, 2 * d, num_images=num_images, seed=seed)
+    return projected, d, 0.5 * float(values[d - 1])
 
 
 def main(argv=None) -> None:

@@ -26,9 +26,11 @@ from conftest import run_probe
 
 pytestmark = pytest.mark.slow
 PIPELINE = "modify-dsprites"
-FEW_MODELS = ("--set", "retrain.models=beta-vae")  # the later tests' model: β-VAE × orig, mod, noise, mod-random
-# the later tests read report_inputs.json; the rendering is the shared workdir's (test_report_rerenders_...)
-NO_RENDER = ("--set", "report.make_report=false")
+# the later tests' overrides: the β-VAE only (× orig, mod, noise, mod-random), no rendering (they read
+# report_inputs.json; the rendering is the shared workdir's, test_report_rerenders_...)
+LATER = {"retrain.models": ["beta-vae"], "report.make_report": False}
+LATER_ARGS = tuple(arg for key, value in LATER.items()  # LATER as `--set` arguments
+                   for arg in ("--set", f"{key}={','.join(value) if isinstance(value, list) else json.dumps(value)}"))
 # copied to skip them in later tests
 UPSTREAM = ("store", "restarts", "select", "manipulate", "manipulate-random", "apply", "apply-random", "noise")
 
@@ -44,8 +46,9 @@ def smoke(tmp_path_factory):
 
 
 
-def _runs_by_key(report_inputs: dict) -> dict:
-    return {(r["model"], r["variant"], r["seed"]): r for r in report_inputs["runs"]}
+def _runs_by_key(report_inputs: dict, *, random_m: bool = False) -> dict:
+    runs = report_inputs["runs"] + (report_inputs["random_m"]["runs"] if random_m else [])
+    return {(r["model"], r["variant"], r["seed"]): r for r in runs}
 
 
 def test_smoke_completes_every_stage(smoke):
@@ -182,7 +185,7 @@ def test_kill_during_training_then_resume_gives_identical_metrics(smoke, tmp_pat
 
     env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
     proc = subprocess.Popen([sys.executable, "-m", "probe.cli", "pipeline", "run", PIPELINE, "--preset", "smoke",
-                             "--workdir", str(wd), "--scheduler", "synchronous", "--quiet", *FEW_MODELS, *NO_RENDER], env=env,
+                             "--workdir", str(wd), "--scheduler", "synchronous", "--quiet", *LATER_ARGS], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     killed_mid_job = None
     deadline = time.time() + 240
@@ -214,14 +217,12 @@ def test_kill_during_training_then_resume_gives_identical_metrics(smoke, tmp_pat
 
 
     resumed = run_pipeline(PIPELINE, workdir=wd, preset="smoke", scheduler="synchronous", progress=False,
-                           overrides={"retrain.models": FEW_MODELS[1].split("=")[1].split(","),
-                                      "report.make_report": False})
+                           overrides=LATER)
     retrain_report = next(r for r in resumed.reports if r.name == "retrain")
     assert retrain_report.jobs_reused >= 2 and not retrain_report.cached
     assert all(r.cached for r in resumed.reports if r.name in UPSTREAM)
-    shared, resumed_inputs = load_inputs(smoke.workdir), load_inputs(wd)
-    a = _runs_by_key({"runs": shared["runs"] + shared["random_m"]["runs"]})
-    b = _runs_by_key({"runs": resumed_inputs["runs"] + resumed_inputs["random_m"]["runs"]})
+    a = _runs_by_key(load_inputs(smoke.workdir), random_m=True)
+    b = _runs_by_key(load_inputs(wd), random_m=True)
     assert set(b) == {k for k in a if k[0] == "beta-vae"} and len(b) == 8
     for key in b:
         assert b[key]["metrics"] == a[key]["metrics"], key
@@ -292,7 +293,7 @@ def test_external_dask_scheduler_with_two_workers(smoke, tmp_path, capsys):
         with Client(address, timeout="30s") as client:
             client.wait_for_workers(2, timeout=60)
         code, out, err = run_probe(["pipeline", "run", PIPELINE, "--preset", "smoke", "--workdir", str(wd),
-                               "--scheduler", address, *FEW_MODELS, *NO_RENDER], capsys)
+                               "--scheduler", address, *LATER_ARGS], capsys)
         assert code == 0, err
         assert f"dask scheduler {address}" in err
     finally:

@@ -203,6 +203,23 @@ def top_principal_directions(data: np.ndarray, k: int, seed: int = 0) -> tuple[n
     return values, vectors * signs
 
 
+def projected_sample(store, num_latent: int, project_dims: int, *, num_images: int, seed: int):
+    """``verify_store``'s data: ``num_images`` images of ``store`` (drawn with ``seed``), flattened, centred, projected
+    onto their top ``project_dims`` principal directions and rotated randomly (so nothing starts PCA-aligned).
+    Returns (image indices, flat images, the top eigenvalues, the projected data [N, project_dims])."""
+    rng = np.random.default_rng(seed)
+    idx = np.sort(rng.choice(len(store), size=min(num_images, len(store)), replace=False))
+    flat = _flat_images(store.read(idx))
+    if project_dims > min(flat.shape):
+        raise UserError(f"project_dims={project_dims} exceeds what {len(idx)} images of dimension {flat.shape[1]} "
+                        f"can support")
+    if num_latent > project_dims:
+        raise UserError(f"num_latent ({num_latent}) must not exceed project_dims ({project_dims})")
+    values, directions = top_principal_directions(flat, project_dims, seed=seed)
+    rotation, _ = np.linalg.qr(rng.standard_normal((project_dims, project_dims)))
+    return idx, flat, values, (flat - flat.mean(0)) @ directions @ rotation
+
+
 def verify_store(store_path, *, num_latent: int | None = None, project_dims: int | None = None,
                  num_images: int = 5000, beta: float | None = None, seed: int = 0, run_dir=None,
                  num_anchors: int = 16, neighbours: int = 64, degenerate_ratio: float | None = None,
@@ -224,16 +241,7 @@ def verify_store(store_path, *, num_latent: int | None = None, project_dims: int
     store = open_store(store_path)
     d = int(num_latent or store.num_factors)
     p = int(project_dims or 2 * d)
-    rng = np.random.default_rng(seed)
-    idx = np.sort(rng.choice(len(store), size=min(num_images, len(store)), replace=False))
-    flat = _flat_images(store.read(idx))
-    if p > min(flat.shape):
-        raise UserError(f"project_dims={p} exceeds what {len(idx)} images of dimension {flat.shape[1]} can support")
-    if d > p:
-        raise UserError(f"num_latent ({d}) must not exceed project_dims ({p})")
-    values, directions = top_principal_directions(flat, p, seed=seed)
-    rotation, _ = np.linalg.qr(rng.standard_normal((p, p)))
-    projected = (flat - flat.mean(0)) @ directions @ rotation
+    idx, flat, values, projected = projected_sample(store, d, p, num_images=num_images, seed=seed)
     beta_used = float(beta if beta is not None else 0.5 * values[d - 1])
     fit = fit_linear_vae(projected, d, beta=beta_used, seed=seed, steps=steps, estimator=estimator)
     eigenvalues, eigenvectors = pca(projected)
