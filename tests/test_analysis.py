@@ -92,7 +92,7 @@ def test_the_written_out_gradient_is_autograds():
     params = [torch.tensor(a, requires_grad=True) for a in (w_enc, w_dec, logvar)]
     reference, _ = _objective_analytic(*params, torch.as_tensor(s), 0.7)
     reference.backward()
-    assert value == pytest.approx(float(reference), rel=1e-12)
+    assert value == pytest.approx(reference.item(), rel=1e-12)
     np.testing.assert_allclose(grad, np.concatenate([p.grad.numpy().ravel() for p in params]), rtol=1e-10, atol=1e-10)
 
 
