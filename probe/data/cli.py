@@ -77,7 +77,7 @@ def build(name, source, out, factor_sizes, require_full):
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE",
               help="A rendering option of the generator, recorded in the store (e.g. shapes3d hue_span=0.8).")
 def generate(name, out, resolution, factor_sizes, seed, workers, processes, options):
-    """Render a procedural dataset (dsprites or shapes3d) into a store."""
+    """Render a procedural dataset into a store (the generators: `probe datasets list`)."""
     from probe.cli import parse_set_options
     from probe.data.synth import generate as do_generate
 
