@@ -46,3 +46,15 @@ def test_list_says_where_the_definitions_are(capsys):
     code, out, _ = run_probe(["pipeline", "list"], capsys)
     assert code == 0 and f"definitions: {DEFINITIONS_DIR} " in out
     assert out.splitlines()[0].split()[0] == "audit"
+
+
+@pytest.mark.parametrize("text", ["beta-tcvae,slow-vae", "[beta-tcvae,slow-vae]", "[beta-tcvae, slow-vae]",
+                                  '["beta-tcvae", "slow-vae"]'])
+def test_a_list_key_reads_names_with_or_without_brackets(text):
+    # README's `--set retrain.models=[...]`: unquoted names are not JSON, and were once split into '[beta-tcvae'
+    from probe.cli import parse_set_options
+
+    config = resolve("modify-shapes3d", "cpu", parse_set_options([f"retrain.models={text}"]))
+    assert config["retrain"]["models"] == ["beta-tcvae", "slow-vae"]
+    sizes = resolve("modify-shapes3d", "cpu", {"store.factor_sizes": "[10, 10, 10, 4, 4, 2]"})["store"]["factor_sizes"]
+    assert sizes == [10, 10, 10, 4, 4, 2]                       # numbers stay numbers

@@ -152,8 +152,11 @@ def set_dotted(config: dict, key: str, value: Any, free: tuple = ()) -> None:
     if isinstance(old, dict) and not isinstance(value, dict):
         raise UserError(f"--set {key}: {key!r} is a table; set one of its keys ({', '.join(old) or 'none'})")
     if isinstance(old, list) and not isinstance(value, list):
-        if isinstance(value, str):  # allow comma-separated lists: --set retrain.models=ae,pcl
-            value = [_scalar(v) for v in value.split(",") if v]
+        if isinstance(value, str):  # comma-separated lists, bracketed or not: --set retrain.models=[ae, pcl]
+            text = value.strip()
+            if text.startswith("[") and text.endswith("]"):  # not JSON (names unquoted), but a list all the same
+                text = text[1:-1]
+            value = [_scalar(v.strip()) for v in text.split(",") if v.strip()]
         else:
             value = [value]
     if isinstance(old, bool) and not isinstance(value, bool):
