@@ -1,0 +1,105 @@
+"""Whose alignment does a retrained run take? Each run's latents against each reference run's latents (the
+restarts the manipulation was learned against), as functions of the factors.
+
+The paper's mechanism (Zietlow et al. 2021 §4.4): m(w) makes the entangled restarts' alignment cheaper, so a β-VAE
+retrained on the modified data should land in it. MIG says only that a run is entangled, not in *whose* way. Here
+every run is encoded on its own store (orig runs and the restarts on orig, mod runs on mod) at the same factor rows
+(MIG's sample: ``draw_train_test`` with the evaluation seed), so codes of two runs on different stores are compared
+as functions of the same w. For a reference latent z_ref (active: E[σ²] < 0.8) and a run's latents z_1..z_d:
+
+    match(z_ref) = max_i I(z_ref; z_i) / H(z_ref)       (20 equal-width bins per code, as MIG's)
+
+1 when one latent of the run carries z_ref exactly (up to any monotone or other invertible map, so a circular hue
+cut elsewhere still matches), low when z_ref is spread over several latents of the run. A run's match to a reference
+is the mean over the reference's active latents. The binned MI is biased upward by about (bins - 1)² / (2 N) nats, the
+same for every pair at one N, so compare rows with each other, not with 1.
+
+Usage:
+    python benchmarks/alignment_match.py --reference ent5=RUN --reference dis1=RUN ... --reference-store ORIG \
+        --run orig-s100=RUN:ORIG --run mod-s100=RUN:MOD ... [--num-train 5000] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from probe.data import open_store
+from probe.metrics.information import discrete_entropy, discrete_mutual_info, histogram_discretize
+from probe.metrics.sampler import draw_train_test
+
+NUM_BINS = 20
+
+
+def encode(run_dir: str, store, factors: np.ndarray) -> dict:
+    from probe.train import load_run, model_encoder
+
+    model, config = load_run(run_dir)
+    return model_encoder(model, "cpu", 2048, config).encode(store.read(store.index_of(factors)))
+
+
+def active_latents(out: dict) -> np.ndarray:
+    variance = out.get("variance")
+    if variance is None:  # a deterministic encoder: every latent counts
+        return np.arange(out["codes"].shape[1])
+    return np.flatnonzero(variance.mean(axis=0) < 0.8)
+
+
+def match(reference_codes: np.ndarray, run_codes: np.ndarray) -> np.ndarray:
+    """Per reference latent: the largest normalised MI with one latent of the run (the table in the docstring)."""
+    ref = histogram_discretize(reference_codes, NUM_BINS)
+    run = histogram_discretize(run_codes, NUM_BINS)
+    mi = discrete_mutual_info(run, ref)                 # [run latents, reference latents]
+    return mi.max(axis=0) / discrete_entropy(ref)
+
+
+def named(items: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for item in items:
+        name, sep, rest = item.partition("=")
+        if not sep:
+            raise SystemExit(f"expected NAME=PATH, got {item!r}")
+        out.append((name, rest))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reference", action="append", required=True, help="NAME=RUN_DIR (trained on the reference store)")
+    parser.add_argument("--reference-store", required=True)
+    parser.add_argument("--run", action="append", required=True, help="NAME=RUN_DIR:STORE (the store it trained on)")
+    parser.add_argument("--num-train", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=0, help="the evaluation seed (MIG's sample)")
+    parser.add_argument("--json", help="also write the table here")
+    args = parser.parse_args()
+
+    reference_store = open_store(args.reference_store)
+    factors, _ = draw_train_test(np.asarray(reference_store.factor_sizes), args.num_train, 1, args.seed, 16)
+    references = []
+    for name, run_dir in named(args.reference):
+        out = encode(run_dir, reference_store, factors)
+        keep = active_latents(out)
+        references.append((name, out["codes"][:, keep]))
+        print(f"reference {name}: {len(keep)} active latents")
+    stores = {}
+    rows = []
+    header = "run".ljust(14) + "".join(name.rjust(10) for name, _ in references)
+    print(header)
+    for name, spec in named(args.run):
+        run_dir, _, store_path = spec.rpartition(":")
+        store = stores.setdefault(store_path, open_store(store_path))
+        codes = encode(run_dir, store, factors)["codes"]
+        per_reference = {ref_name: match(ref_codes, codes) for ref_name, ref_codes in references}
+        rows.append({"run": name, "run_dir": run_dir, "store": store_path,
+                     "match": {k: round(float(v.mean()), 4) for k, v in per_reference.items()},
+                     "per_latent": {k: [round(float(x), 4) for x in v] for k, v in per_reference.items()}})
+        print(name.ljust(14) + "".join(f"{rows[-1]['match'][k]:10.3f}" for k, _ in references))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"num_train": args.num_train, "seed": args.seed, "bins": NUM_BINS, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
