@@ -30,11 +30,8 @@ import json
 import numpy as np
 
 from probe.data import open_store
-from probe.metrics.information import discrete_entropy, discrete_mutual_info
+from probe.metrics.information import latent_match
 from probe.metrics.sampler import draw_train_test
-
-NUM_BINS = 20
-
 
 def encode(run_dir: str, store, factors: np.ndarray) -> dict:
     from probe.train import load_run, model_encoder
@@ -48,20 +45,6 @@ def active_latents(out: dict) -> np.ndarray:
     if variance is None:  # a deterministic encoder: every latent counts
         return np.arange(out["codes"].shape[1])
     return np.flatnonzero(variance.mean(axis=0) < 0.8)
-
-
-def rank_bins(codes: np.ndarray, num_bins: int = NUM_BINS) -> np.ndarray:
-    """Equal-count bins per column: each value's rank, cut into ``num_bins`` classes of N / num_bins values."""
-    ranks = np.argsort(np.argsort(codes, axis=0, kind="stable"), axis=0)
-    return ranks * num_bins // len(codes)
-
-
-def match(reference_codes: np.ndarray, run_codes: np.ndarray) -> np.ndarray:
-    """Per reference latent: the largest normalised MI with one latent of the run (the table in the docstring)."""
-    ref = rank_bins(reference_codes)
-    run = rank_bins(run_codes)
-    mi = discrete_mutual_info(run, ref)                 # [run latents, reference latents]
-    return mi.max(axis=0) / discrete_entropy(ref)
 
 
 def named(items: list[str]) -> list[tuple[str, str]]:
@@ -100,14 +83,14 @@ def main() -> None:
         run_dir, _, store_path = spec.rpartition(":")
         store = stores.setdefault(store_path, open_store(store_path))
         codes = encode(run_dir, store, factors)["codes"]
-        per_reference = {ref_name: match(ref_codes, codes) for ref_name, ref_codes in references}
+        per_reference = {ref_name: latent_match(ref_codes, codes) for ref_name, ref_codes in references}
         rows.append({"run": name, "run_dir": run_dir, "store": store_path,
                      "match": {k: round(float(v.mean()), 4) for k, v in per_reference.items()},
                      "per_latent": {k: [round(float(x), 4) for x in v] for k, v in per_reference.items()}})
         print(name.ljust(14) + "".join(f"{rows[-1]['match'][k]:10.3f}" for k, _ in references))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"num_train": args.num_train, "seed": args.seed, "bins": NUM_BINS, "rows": rows}, f, indent=1)
+            json.dump({"num_train": args.num_train, "seed": args.seed, "bins": 20, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -302,3 +302,20 @@ def test_reconstruction_hand_values():
     assert out["bce"] == pytest.approx(-np.log(0.75) - np.log(0.5))
     assert out["mse"] == pytest.approx((0.25 ** 2 + 0.5 ** 2) / 2)
     assert out["psnr"] == pytest.approx(10 * np.log10(1 / out["mse"]))
+
+
+def test_latent_match_reads_whose_alignment_a_code_has():
+    from probe.metrics.information import latent_match, rank_discretize
+
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((5000, 3))
+    assert np.all(np.bincount(rank_discretize(z[:, :1], 20).ravel()) == 250)       # equal-count bins
+    np.testing.assert_allclose(latent_match(z, z), 1.0)
+    # permuted, flipped, squashed: still that alignment (equal-width bins would read exp(z) far below 1)
+    np.testing.assert_allclose(latent_match(z, np.c_[np.exp(z[:, 2]), -z[:, 0] ** 3, z[:, 1]]), 1.0)
+    c = np.sqrt(0.5)
+    rotated = np.c_[c * (z[:, 0] - z[:, 1]), c * (z[:, 0] + z[:, 1]), z[:, 2]]
+    match = latent_match(z, rotated)
+    assert match[2] == pytest.approx(1.0) and np.all(match[:2] < 0.2)               # two latents spread over two
+    assert np.all(latent_match(z, rng.standard_normal((5000, 4))) < 0.03)          # unrelated: the bias only
+    assert latent_match(np.c_[z[:, 0], np.zeros(5000)], z)[1] == 0.0               # a constant latent: 0, no nan

@@ -364,8 +364,10 @@ def _add_alignment_and_coverage(workdir) -> dict:
     for r in inputs["runs"]:
         towards_ent = r["model"] == "beta-vae" and r["variant"] == "mod"
         ent, dis = (0.9, 0.4) if towards_ent else (0.5, 0.8)
-        r["alignment"] = {"entangled": {"best_match_corr": ent + 0.01 * r["seed"], "linear_r2": 0.7, "members": ["x"]},
-                          "disentangled": {"best_match_corr": dis, "linear_r2": 0.6, "members": ["y"]}}
+        r["alignment"] = {"entangled": {"best_match_corr": ent + 0.01 * r["seed"], "best_match_nmi": ent - 0.3,
+                                        "linear_r2": 0.7, "members": ["x"]},
+                          "disentangled": {"best_match_corr": dis, "best_match_nmi": dis - 0.3, "linear_r2": 0.6,
+                                           "members": ["y"]}}
     inputs["runs"][-1]["alignment"] = None  # older runs may lack it
     inputs["manipulation"]["coverage"] = {
         "threshold": 0.05, "fraction_small": 0.25, "fraction_covered": 0.75, "num_images": 737280,
@@ -397,7 +399,7 @@ def test_runs_csv_summary_numbers_table1_alignment_coverage(tmp_path):
     robust = [r for r in rows if r["kind"] == "robustness"]
     assert {r["metric"] for r in retrain if not r["metric"].startswith("alignment_")} == set(keys)  # all present
     n_aligned = sum(1 for r in inputs["runs"] if r.get("alignment"))
-    assert len(retrain) == len(inputs["runs"]) * len(keys) + 4 * n_aligned
+    assert len(retrain) == len(inputs["runs"]) * len(keys) + 6 * n_aligned          # 2 restarts × 3 numbers
     assert len(robust) == len(inputs["robustness"]) * len(keys)
     assert {r["scale"] for r in robust} == {"0.5", "1.0", "2.0", "4.0"} and {r["scale"] for r in retrain} == {""}
     first_beta = next(r for r in retrain if r["model"] == "beta-vae" and r["metric"] == "mig")
@@ -406,6 +408,9 @@ def test_runs_csv_summary_numbers_table1_alignment_coverage(tmp_path):
     assert float(first_beta["value"]) == pytest.approx(
         next(r for r in inputs["runs"] if r["model"] == "beta-vae" and r["variant"] == "orig")["metrics"]["mig"]["mig"])
     assert any(r["metric"] == "alignment_entangled_best_match_corr" for r in retrain)
+    nmi = [float(r["value"]) for r in retrain if r["metric"] == "alignment_entangled_best_match_nmi"
+           and r["model"] == "beta-vae" and r["variant"] == "mod"]
+    assert nmi and all(v == pytest.approx(0.6) for v in nmi)
 
     # summary.json: numbers, not strings
     summary = json.loads(out["summary"].read_text())
@@ -429,6 +434,8 @@ def test_runs_csv_summary_numbers_table1_alignment_coverage(tmp_path):
     assert al["beta-vae"]["mod"]["difference"]["mean"] == pytest.approx(0.4 - 0.91, abs=1e-9)
     assert al["pcl"]["mod"]["difference"]["mean"] == pytest.approx(0.8 - 0.51)
     assert al["ae"]["noise"]["difference"]["n"] == 2  # the run without alignment is left out
+    assert al["beta-vae"]["mod"]["entangled_nmi"]["mean"] == pytest.approx(0.6)
+    assert "best-match NMI to entangled" in md
     assert "figures/alignment_dsprites.png" in md
 
     # manipulation coverage line

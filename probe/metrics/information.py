@@ -104,6 +104,39 @@ def histogram_nmi(codes: np.ndarray, factors: np.ndarray, num_bins: int = 20) ->
     return out
 
 
+def rank_discretize(codes: np.ndarray, num_bins: int = 20) -> np.ndarray:
+    """Equal-count bins per code: each value's rank cut into ``num_bins`` classes of N / num_bins values, labelled
+    0..num_bins−1, int64 [N, D]; equal values share the lowest rank, so they share a bin (a constant code is one bin).
+    Unlike :func:`histogram_discretize`'s equal-width bins, the labels do not change under any increasing map of a
+    code, and a decreasing one only reverses them."""
+    codes = np.asarray(codes)
+    if codes.ndim != 2:
+        raise ValueError(f"codes must be [N, D], got shape {codes.shape}")
+    out = np.empty(codes.shape, dtype=np.int64)
+    for j in range(codes.shape[1]):
+        ranks = np.searchsorted(np.sort(codes[:, j]), codes[:, j], side="left")
+        out[:, j] = ranks * num_bins // max(len(codes), 1)
+    return out
+
+
+def latent_match(reference_codes: np.ndarray, codes: np.ndarray, num_bins: int = 20) -> np.ndarray:
+    """Per reference latent j [D_ref]: ``max_i I(ref_j; code_i) / H(ref_j)`` with both sides in
+    :func:`rank_discretize` bins, the two arrays over the same N samples (the same factor rows).
+
+    How fully one latent of ``codes`` carries each reference latent: 1 when a latent is the reference latent up to a
+    monotone map; two latents rotated by 45° read ≈ 0.13 at N = 5,000 and 20 bins, independent codes ≈ 0.013 (the
+    plug-in estimate's bias), a circular variable cut at another point of its circle 0.77 to 1. Pure and symmetric
+    in neither argument: the mean over a reference's latents says whether a run took that reference's alignment.
+    """
+    reference = rank_discretize(reference_codes, num_bins)
+    mi = discrete_mutual_info(rank_discretize(codes, num_bins), reference)   # [D, D_ref]
+    entropy = discrete_entropy(reference)
+    out = np.zeros(reference.shape[1])
+    varying = entropy > 0
+    out[varying] = mi.max(axis=0)[varying] / entropy[varying]
+    return out
+
+
 # -- kNN MI, continuous code vs discrete factor -----------------------------------------------------
 
 def _count_within(sorted_c: np.ndarray, centres: np.ndarray, radius: np.ndarray) -> np.ndarray:

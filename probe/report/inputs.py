@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from probe.metrics.alignment import ALIGNMENT_NUMBERS
 from probe.metrics.registry import ReportColumn, report_columns
 
 
@@ -98,7 +99,7 @@ def untrained_runs(runs: list[dict], baselines: dict, fraction: float = UNTRAINE
 
 # -- alignment of a run with the selected restarts (runs[i]["alignment"], optional) ---------------------
 ALIGNMENT_TARGETS = ("entangled", "disentangled")
-ALIGNMENT_FIELDS = ("best_match_corr", "linear_r2")
+ALIGNMENT_FIELDS = ALIGNMENT_NUMBERS
 
 
 def alignment_value(run: dict, target: str, field: str) -> float | None:

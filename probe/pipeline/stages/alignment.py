@@ -4,6 +4,7 @@ and robustness jobs record it; the report inputs carry it per run)."""
 from __future__ import annotations
 
 from probe.errors import UserError
+from probe.metrics.alignment import ALIGNMENT_NUMBERS
 from probe.pipeline.stages.face import present
 
 ALIGNMENT_SAMPLES = 5000          # factor points encoded by the run and by each selected restart
@@ -87,7 +88,7 @@ def alignment_of(select: dict, run_dir, store_path, orig_path, settings: dict) -
                 _RESTART_CODES[key] = (ref["codes"].reshape(n, -1).astype(np.float64), active)
             ref_codes, active = _RESTART_CODES[key]
             members.append({"run_dir": str(restart), **code_alignment(codes, ref_codes, reference_active=active)})
-        result[group] = {name: _mean_or_none([m[name] for m in members]) for name in ("best_match_corr", "linear_r2")}
+        result[group] = {name: _mean_or_none([m[name] for m in members]) for name in ALIGNMENT_NUMBERS}
         result[group].update({"members": members, "num_samples": int(n), "seed": seed})
     return result
 
