@@ -7,7 +7,7 @@ every run is encoded on its own store (orig runs and the restarts on orig, mod r
 (MIG's sample: ``draw_train_test`` with the evaluation seed), so codes of two runs on different stores are compared
 as functions of the same w. For a reference latent z_ref (active: E[σ²] < 0.8) and a run's latents z_1..z_d:
 
-    match(z_ref) = max_i I(z_ref; z_i) / H(z_ref)       (20 equal-count bins per code)
+    match(z_ref) = max_i I(z_ref; z_i) / H(z_ref)       (20 equal-count bins per code; code_alignment's best_match_nmi)
 
 1 when one latent of the run carries z_ref exactly, up to any monotone map (equal-count bins are ranks, so a latent
 squashed or flipped matches in full; MIG's equal-width bins would not: exp(z) against z reads 0.33 with them), low
@@ -16,6 +16,10 @@ when z_ref is spread over several latents of the run (two latents rotated by 45�
 two, 1 - ln 2 / ln 20). A run's match to a reference is the mean over the
 reference's active latents. The binned MI of independent codes reads ≈ 0.013 at N = 5,000 (its bias), the same for
 every pair, so compare rows with each other.
+
+The evaluate stage records the same numbers per run (``alignment``: averaged over each ensemble's members, on its own
+5,000 grid points) since best_match_nmi was added; this script reads every reference on its own, and serves the
+workdirs whose evaluate stage predates it.
 
 Usage:
     python benchmarks/alignment_match.py --reference ent5=RUN --reference dis1=RUN ... --reference-store ORIG \
@@ -30,7 +34,7 @@ import json
 import numpy as np
 
 from probe.data import open_store
-from probe.metrics.information import latent_match
+from probe.metrics import code_alignment
 from probe.metrics.sampler import draw_train_test
 
 def encode(run_dir: str, store, factors: np.ndarray) -> dict:
@@ -72,22 +76,27 @@ def main() -> None:
     references = []
     for name, run_dir in named(args.reference):
         out = encode(run_dir, reference_store, factors)
-        keep = active_latents(out)
-        references.append((name, out["codes"][:, keep]))
-        print(f"reference {name}: {len(keep)} active latents")
+        active = np.zeros(out["codes"].shape[1], dtype=bool)
+        active[active_latents(out)] = True
+        references.append((name, out["codes"], active))
+        print(f"reference {name}: {int(active.sum())} active latents")
     stores = {}
     rows = []
-    header = "run".ljust(14) + "".join(name.rjust(10) for name, _ in references)
-    print(header)
+    print("cells: best-match NMI / best-match |corr| (probe.metrics.code_alignment)")
+    print("run".ljust(14) + "".join(name.rjust(14) for name, *_ in references))
     for name, spec in named(args.run):
         run_dir, _, store_path = spec.rpartition(":")
         store = stores.setdefault(store_path, open_store(store_path))
         codes = encode(run_dir, store, factors)["codes"]
-        per_reference = {ref_name: latent_match(ref_codes, codes) for ref_name, ref_codes in references}
+        per_reference = {ref_name: code_alignment(codes, ref_codes, reference_active=active)
+                         for ref_name, ref_codes, active in references}
         rows.append({"run": name, "run_dir": run_dir, "store": store_path,
-                     "match": {k: round(float(v.mean()), 4) for k, v in per_reference.items()},
-                     "per_latent": {k: [round(float(x), 4) for x in v] for k, v in per_reference.items()}})
-        print(name.ljust(14) + "".join(f"{rows[-1]['match'][k]:10.3f}" for k, _ in references))
+                     "match": {k: round(v["best_match_nmi"], 4) for k, v in per_reference.items()},
+                     "corr": {k: round(v["best_match_corr"], 4) for k, v in per_reference.items()},
+                     "per_latent": {k: [round(x, 4) for x in v["best_match_nmi_per_latent"]]
+                                    for k, v in per_reference.items()}})
+        print(name.ljust(14) + "".join(f"{rows[-1]['match'][k]:8.3f} /{rows[-1]['corr'][k]:.2f}"
+                                       for k, *_ in references))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"num_train": args.num_train, "seed": args.seed, "bins": 20, "rows": rows}, f, indent=1)
