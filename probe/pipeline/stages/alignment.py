@@ -4,7 +4,6 @@ and robustness jobs record it; the report inputs carry it per run)."""
 from __future__ import annotations
 
 from probe.errors import UserError
-from probe.metrics.alignment import ALIGNMENT_NUMBERS
 from probe.pipeline.stages.face import present
 
 ALIGNMENT_SAMPLES = 5000          # factor points encoded by the run and by each selected restart
@@ -52,6 +51,7 @@ def alignment_of(select: dict, run_dir, store_path, orig_path, settings: dict) -
 
     from probe.data import open_store
     from probe.metrics import code_alignment
+    from probe.metrics.alignment import ALIGNMENT_NUMBERS
     from probe.metrics.evaluate import resolve_settings
     from probe.train import run_encoder
 
