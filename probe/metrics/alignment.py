@@ -68,8 +68,9 @@ def code_alignment(codes, reference_codes, *, reference_active=None) -> dict:
     """How well ``codes [N, D]`` reproduce ``reference_codes [N, D_ref]`` (same N rows, row i ↔ row i).
 
     Returns ``{"best_match_corr": float | None, "best_match_nmi": float | None, "linear_r2": float | None,
-    "best_match_per_latent": [float] (per used reference latent), "best_match_nmi_per_latent": [float], "best_match_index": [int] (the run
-    latent that matches it best, -1 if the run has no non-constant latent), "linear_r2_per_latent": [float],
+    "best_match_per_latent": [float] (per used reference latent), "best_match_nmi_per_latent": [float],
+    "best_match_index": [int] (the run latent that matches it best, -1 if the run has no non-constant latent),
+    "linear_r2_per_latent": [float],
     "reference_latents": [int] (the reference latents used), "num_samples": N, "num_latents": D,
     "num_reference_latents": D_ref, "note": str | None}``. See the module docstring for definitions.
     """
@@ -121,7 +122,8 @@ def code_alignment(codes, reference_codes, *, reference_active=None) -> dict:
     r2 = np.clip(r2, 0.0, 1.0)                       # in-sample OLS R² lies in [0, 1] up to round-off
 
     nmi = latent_match(y[:, ref_idx], x)           # a constant run latent is one bin: it matches nothing
-    out.update({"best_match_corr": float(best.mean()), "best_match_nmi": float(nmi.mean()), "linear_r2": float(r2.mean()),
-                "best_match_per_latent": best.tolist(), "best_match_nmi_per_latent": nmi.tolist(), "best_match_index": [int(i) for i in best_index],
+    out.update({"best_match_corr": float(best.mean()), "best_match_nmi": float(nmi.mean()),
+                "linear_r2": float(r2.mean()), "best_match_per_latent": best.tolist(),
+                "best_match_nmi_per_latent": nmi.tolist(), "best_match_index": [int(i) for i in best_index],
                 "linear_r2_per_latent": r2.tolist()})
     return out

@@ -126,8 +126,9 @@ def latent_match(reference_codes: np.ndarray, codes: np.ndarray, num_bins: int =
     How fully one latent of ``codes`` carries each reference latent: 1 when a latent is the reference latent up to a
     monotone map; two latents rotated by 45° read ≈ 0.13 at N = 5,000 and 20 bins, independent codes ≈ 0.013 (the
     plug-in estimate's bias), a circular variable cut at another point of its circle 0.77 to 1. Steep: a latent
-    equal to the reference's plus Gaussian noise reads 0.80 at correlation 0.999, 0.59 at 0.99, 0.28 at 0.9. Pure and symmetric
-    in neither argument: the mean over a reference's latents says whether a run took that reference's alignment.
+    equal to the reference's plus Gaussian noise reads 0.80 at correlation 0.999, 0.59 at 0.99, 0.28 at 0.9. Not
+    symmetric (normalised by the reference latent's entropy); the mean over a reference's latents says whether a run
+    took that reference's alignment.
     """
     reference = rank_discretize(reference_codes, num_bins)
     mi = discrete_mutual_info(rank_discretize(codes, num_bins), reference)   # [D, D_ref]

@@ -35,7 +35,8 @@ PLUGIN_STAGES = (plugin_check.NAME, plugin_train.NAME, plugin_evaluate.NAME, aud
                    "`probe pipeline run modify-<dataset>` to reuse its stores and reference runs")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="dask scheduler address; 'synchronous' runs jobs in this process; default: a LocalCluster")
-@click.option("--workers", type=int, default=None, help="LocalCluster workers (default: one per GPU, else one single-threaded worker per CPU core)")
+@click.option("--workers", type=int, default=None, help="LocalCluster workers (default: one per GPU, else one "
+              "single-threaded worker per CPU core)")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
               help="override an audit config value, e.g. plugin.model_config.mmd_weight=5 or "
                    "reference.overrides.retrain.seeds=3 (`probe pipeline show audit` lists them)")

@@ -632,10 +632,9 @@ class _Builder:
         doc.para("Best-match |corr| = mean over the restart's active latents of the largest |Pearson correlation| "
                  "with any latent of the run (1: the run's axes coincide with that restart's axes); best-match NMI = "
                  "the same with the normalised mutual information of the two latents in 20 equal-count bins in place "
-                 "of |corr| (1: one latent of the run is that restart's latent up to any monotone map; a latent equal to it "
-                 "up to noise reads 0.59 at correlation 0.99 and 0.28 at 0.9; two latents rotated by 45° ≈ 0.13, "
-                 "unrelated ones ≈ 0.01); linear R² = "
-                 "how well a linear map from the run's codes predicts the restart's (1: the same information up to "
+                 "of |corr| (1: one latent of the run is that restart's latent up to any monotone map; a latent equal "
+                 "to it up to noise reads 0.59 at correlation 0.99 and 0.28 at 0.9; two latents rotated by 45° "
+                 "≈ 0.13, unrelated ones ≈ 0.01); linear R² = how well a linear map from the run's codes predicts the restart's (1: the same information up to "
                  "a linear map). Difference = disentangled − entangled, per seed. How to read it: on mod, a VAE that "
                  "relies on local structure should move towards the entangled restart (difference falls compared "
                  "with orig); PCL should not. |corr| and R² are correlations, so they also fall when a run lays a "
@@ -643,8 +642,8 @@ class _Builder:
                  "at another place) while capturing the same factor, which MIG does not see: a fall of the correlation "
                  "to the disentangled restart without a rise towards the entangled one may be such a change of "
                  "order rather than entanglement. The NMI keeps 0.77-1 under such a change of order, so where it "
-                 "moves with |corr| the move is one of alignment. `benchmarks/factor_capture.py WORKDIR --order FACTOR` "
-                 "shows which factors each run captures and in which order.")
+                 "moves with |corr| the move is one of alignment. `benchmarks/factor_capture.py WORKDIR --order "
+                 "FACTOR` shows which factors each run captures and in which order.")
         summary = {}
         for inputs in with_alignment:
             name = self._label(inputs)
