@@ -33,22 +33,16 @@ import json
 
 import numpy as np
 
+from probe.analysis.runs import active_latents
 from probe.data import open_store
 from probe.metrics import code_alignment
 from probe.metrics.sampler import draw_train_test
 
+
 def encode(run_dir: str, store, factors: np.ndarray) -> dict:
-    from probe.train import load_run, model_encoder
+    from probe.train import run_encoder
 
-    model, config = load_run(run_dir)
-    return model_encoder(model, "cpu", 2048, config).encode(store.read(store.index_of(factors)))
-
-
-def active_latents(out: dict) -> np.ndarray:
-    variance = out.get("variance")
-    if variance is None:  # a deterministic encoder: every latent counts
-        return np.arange(out["codes"].shape[1])
-    return np.flatnonzero(variance.mean(axis=0) < 0.8)
+    return run_encoder(run_dir).encode(store.read(store.index_of(factors)))
 
 
 def named(items: list[str]) -> list[tuple[str, str]]:
@@ -77,7 +71,7 @@ def main() -> None:
     for name, run_dir in named(args.reference):
         out = encode(run_dir, reference_store, factors)
         active = np.zeros(out["codes"].shape[1], dtype=bool)
-        active[active_latents(out)] = True
+        active[active_latents(out.get("variance"), out["codes"].shape[1])] = True
         references.append((name, out["codes"], active))
         print(f"reference {name}: {int(active.sum())} active latents")
     stores = {}
