@@ -369,6 +369,13 @@ def _add_alignment_and_coverage(workdir) -> dict:
                           "disentangled": {"best_match_corr": dis, "best_match_nmi": dis - 0.3, "linear_r2": 0.6,
                                            "members": ["y"]}}
     inputs["runs"][-1]["alignment"] = None  # older runs may lack it
+    # two beta-vae seeds on the random-ψ control's m, as far from the entangled restart as orig
+    random_runs = [{**r, "variant": "mod-random", "run_dir": f"{r['run_dir']}-random",
+                    "alignment": {t: {**r["alignment"][t], "best_match_corr": c}
+                                  for t, c in (("entangled", 0.55), ("disentangled", 0.75))}}
+                   for r in inputs["runs"] if r["model"] == "beta-vae" and r["variant"] == "mod"][:2]
+    inputs["random_m"] = {"store": {"path": "/w/mod-random.zarr", "digest": "d" * 64, "epsilon": 0.175},
+                          "runs": random_runs}
     inputs["manipulation"]["coverage"] = {
         "threshold": 0.05, "fraction_small": 0.25, "fraction_covered": 0.75, "num_images": 737280,
         "linf_quantiles": {"p05": 0.01, "p50": 0.08, "p95": 0.1},
@@ -398,8 +405,9 @@ def test_runs_csv_summary_numbers_table1_alignment_coverage(tmp_path):
     retrain = [r for r in rows if r["kind"] == "retrain"]
     robust = [r for r in rows if r["kind"] == "robustness"]
     assert {r["metric"] for r in retrain if not r["metric"].startswith("alignment_")} == set(keys)  # all present
-    n_aligned = sum(1 for r in inputs["runs"] if r.get("alignment"))
-    assert len(retrain) == len(inputs["runs"]) * len(keys) + 6 * n_aligned          # 2 restarts × 3 numbers
+    retrained = inputs["runs"] + inputs["random_m"]["runs"]  # the runs on the random m are retrain rows too
+    n_aligned = sum(1 for r in retrained if r.get("alignment"))
+    assert len(retrain) == len(retrained) * len(keys) + 6 * n_aligned               # 2 restarts × 3 numbers
     assert len(robust) == len(inputs["robustness"]) * len(keys)
     assert {r["scale"] for r in robust} == {"0.5", "1.0", "2.0", "4.0"} and {r["scale"] for r in retrain} == {""}
     first_beta = next(r for r in retrain if r["model"] == "beta-vae" and r["metric"] == "mig")
@@ -435,6 +443,10 @@ def test_runs_csv_summary_numbers_table1_alignment_coverage(tmp_path):
     assert al["pcl"]["mod"]["difference"]["mean"] == pytest.approx(0.8 - 0.51)
     assert al["ae"]["noise"]["difference"]["n"] == 2  # the run without alignment is left out
     assert al["beta-vae"]["mod"]["entangled_nmi"]["mean"] == pytest.approx(0.6)
+    # the runs on the random m get rows of their own (the control for the move towards the entangled restart)
+    assert al["beta-vae"]["mod-random"]["difference"]["mean"] == pytest.approx(0.75 - 0.55)
+    assert al["beta-vae"]["mod-random"]["difference"]["n"] == 2 and "mod-random" not in al["pcl"]
+    assert "| beta-vae | mod-random |" in md
     assert "best-match NMI to entangled" in md
     assert "figures/alignment_dsprites.png" in md
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from probe.data.variants import VARIANTS
+from probe.data.variants import RANDOM_M, VARIANTS
 from probe.errors import UserError
 from probe.metrics.registry import PRIMARY_METRIC
 from probe.report import figures as fig
@@ -45,6 +45,8 @@ from probe.report.why import linear_pca_judgement, status_cell, why_section
 
 REPORT_FILES = ("report.md", "report.html")
 SMOKE_FIGURE_LABEL = "smoke — not results"
+# the alignment table's rows per model: the verdict's variants and the random-ψ control's m (does learning m move them?)
+ALIGNMENT_VARIANTS = VARIANTS + (RANDOM_M,)
 
 
 def _run_name(run_dir) -> str:
@@ -621,11 +623,16 @@ class _Builder:
 
     # -- alignment with the selected restarts ------------------------------------------------------------
     def _alignment(self, doc: Document):
-        """Per model × variant: mean ± std over seeds of each run's best-match |corr| to the entangled and to
-        the disentangled restart, and of their difference. Omitted when no run carries ``alignment``."""
+        """Per model × variant (orig, mod, noise and mod-random): mean ± std over seeds of each run's best-match
+        |corr|, best-match NMI and linear R² to the entangled and to the disentangled restarts, and the difference of
+        the |corr|s. Omitted when no run carries ``alignment``."""
+
+        def retrained(inputs):  # orig, mod, noise and the runs on the random-ψ control's m (the mechanism's control)
+            return list(inputs["runs"]) + list((inputs.get("random_m") or {}).get("runs") or [])
+
         with_alignment = [i for i in self.all_inputs
                           if any(alignment_value(r, t, "best_match_corr") is not None
-                                 for r in i["runs"] for t in ALIGNMENT_TARGETS)]
+                                 for r in retrained(i) for t in ALIGNMENT_TARGETS)]
         if not with_alignment:
             return
         doc.heading("Alignment with the selected restarts")
@@ -637,7 +644,10 @@ class _Builder:
                  "≈ 0.13, unrelated ones ≈ 0.01); linear R² = how well a linear map from the run's codes predicts the restart's (1: the same information up to "
                  "a linear map). Difference = disentangled − entangled, per seed. How to read it: on mod, a VAE that "
                  "relies on local structure should move towards the entangled restart (difference falls compared "
-                 "with orig); PCL should not. |corr| and R² are correlations, so they also fall when a run lays a "
+                 f"with orig); PCL should not. Rows {RANDOM_M} (where models were retrained on the random-ψ "
+                 "control's m of the same ε) tell whether that move is what *learning* m does: if the runs on the "
+                 "random m move as far towards the entangled restart, any m(w) of this budget pushes them there. "
+                 "|corr| and R² are correlations, so they also fall when a run lays a "
                  "factor on its latent in another order than the restart does (a circular factor such as hue cut "
                  "at another place) while capturing the same factor, which MIG does not see: a fall of the correlation "
                  "to the disentangled restart without a rise towards the entangled one may be such a change of "
@@ -647,7 +657,7 @@ class _Builder:
         summary = {}
         for inputs in with_alignment:
             name = self._label(inputs)
-            runs = inputs["runs"]
+            runs = retrained(inputs)
 
             def corr(target):
                 return lambda run: alignment_value(run, target, "best_match_corr")
@@ -669,7 +679,7 @@ class _Builder:
                           runs, "", lambda r: alignment_value(r, "disentangled", "linear_r2"))}
             rows, numbers = [], {}
             for model in model_order(runs):
-                for variant in VARIANTS:
+                for variant in ALIGNMENT_VARIANTS:
                     if not any((model, variant) in s for s in series.values()):
                         continue
                     cells = {k: group_stats(s.get((model, variant), [])) for k, s in series.items()}
@@ -683,7 +693,8 @@ class _Builder:
             if groups:
                 path = fig.seed_dots(groups, model_order(runs), self._figure(f"alignment_{name}.png"),
                                      "best-match |corr|: dis − ent", title=f"alignment with the restarts on {name}",
-                                     zero_line=True)
+                                     zero_line=True,
+                                     variants=tuple(v for v in ALIGNMENT_VARIANTS if any(g[1] == v for g in groups)))
                 doc.image(path, f"Difference of best-match |corr| (disentangled − entangled restart) per seed on {name}; "
                                 "below 0 the run's axes resemble the entangled restart more.")
             summary[name] = numbers

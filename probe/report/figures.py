@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from probe.data.variants import VARIANTS
+from probe.data.variants import RANDOM_M, VARIANTS
 
-VARIANT_COLORS = {"orig": "#4477aa", "mod": "#ee6677", "noise": "#999933"}
-VARIANT_LABELS = {"orig": "original", "mod": "modified", "noise": "noise"}
+VARIANT_COLORS = {"orig": "#4477aa", "mod": "#ee6677", "noise": "#999933", RANDOM_M: "#aa3377"}
+VARIANT_LABELS = {"orig": "original", "mod": "modified", "noise": "noise", RANDOM_M: "random m"}
 # orig and mod runs of one seed log nearly the same losses (the data differ by ε·m), and a short log has 2 points:
 # each variant gets its own line style and marker, mod's small filled squares drawn inside orig's hollow circles
 VARIANT_STYLES = {"orig": {"marker": "o", "ls": "-", "ms": 7, "mfc": "none"},
@@ -256,20 +256,20 @@ def loss_curve(series: dict, path: Path, title: str) -> Path:
 
 
 def seed_dots(groups: dict, models: list[str], path: Path, ylabel: str, *, title: str = "",
-              reference: dict | None = None, reference_label: str = "paper", zero_line: bool = False) -> Path:
-    """Per-seed dots per model × variant (variants side by side within a model, jittered), a mean bar
+              reference: dict | None = None, reference_label: str = "paper", zero_line: bool = False,
+              variants: tuple[str, ...] = VARIANTS) -> Path:
+    """Per-seed dots per model × variant (``variants`` side by side within a model, jittered), a mean bar
     per group, and optionally a reference mean ± std beside each group (hollow marker with error bar).
 
     ``groups`` = {(model, variant): [values]}; ``reference`` = {model: {variant: (mean, std)}}."""
     plt = _plt()
-    variants = VARIANTS
     fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(models) + 1.5), 3.2))
     rng = np.random.default_rng(0)  # fixed jitter: reruns give the same picture
-    slot = 0.27
+    slot = 0.27 if len(variants) <= 3 else 0.8 / len(variants)  # the variants of one model stay within ±0.4
     used_ref = False
     for m_i, model in enumerate(models):
         for v_i, variant in enumerate(variants):
-            x = m_i + (v_i - 1) * slot
+            x = m_i + (v_i - (len(variants) - 1) / 2) * slot
             vals = groups.get((model, variant)) or []
             ref = (reference or {}).get(model, {}).get(variant)
             x_ours = x - 0.05 if ref else x
