@@ -32,7 +32,8 @@ from probe.report.gates import (
 )
 from probe.report.inputs import (
     ALIGNMENT_TARGETS, TIDY_COLUMNS, UNTRAINED_FRACTION, active_latent_count, alignment_value, group_stats,
-    metric_label, metric_value, model_order, present_metrics, seeded_values_by_group, tidy_rows, untrained_runs,
+    metric_label, metric_value, model_order, present_metrics, retrained_runs, seeded_values_by_group, tidy_rows,
+    untrained_runs,
     values_by_group, verdict_metrics,
 )
 from probe.report.pool import parts, pool, pooled_legs
@@ -627,12 +628,9 @@ class _Builder:
         |corr|, best-match NMI and linear R² to the entangled and to the disentangled restarts, and the difference of
         the |corr|s. Omitted when no run carries ``alignment``."""
 
-        def retrained(inputs):  # orig, mod, noise and the runs on the random-ψ control's m (the mechanism's control)
-            return list(inputs["runs"]) + list((inputs.get("random_m") or {}).get("runs") or [])
-
         with_alignment = [i for i in self.all_inputs
                           if any(alignment_value(r, t, "best_match_corr") is not None
-                                 for r in retrained(i) for t in ALIGNMENT_TARGETS)]
+                                 for r in retrained_runs(i) for t in ALIGNMENT_TARGETS)]
         if not with_alignment:
             return
         doc.heading("Alignment with the selected restarts")
@@ -641,8 +639,8 @@ class _Builder:
                  "the same with the normalised mutual information of the two latents in 20 equal-count bins in place "
                  "of |corr| (1: one latent of the run is that restart's latent up to any monotone map; a latent equal "
                  "to it up to noise reads 0.59 at correlation 0.99 and 0.28 at 0.9; two latents rotated by 45° "
-                 "≈ 0.13, unrelated ones ≈ 0.01); linear R² = how well a linear map from the run's codes predicts the restart's (1: the same information up to "
-                 "a linear map). Difference = disentangled − entangled, per seed. How to read it: on mod, a VAE that "
+                 "≈ 0.13, unrelated ones ≈ 0.01); linear R² = how well a linear map from the run's codes predicts "
+                 "the restart's (1: the same information up to a linear map). Difference = disentangled − entangled, per seed. How to read it: on mod, a VAE that "
                  "relies on local structure should move towards the entangled restart (difference falls compared "
                  f"with orig); PCL should not. Rows {RANDOM_M} (where models were retrained on the random-ψ "
                  "control's m of the same ε) tell whether that move is what *learning* m does: if the runs on the "
@@ -657,7 +655,7 @@ class _Builder:
         summary = {}
         for inputs in with_alignment:
             name = self._label(inputs)
-            runs = retrained(inputs)
+            runs = retrained_runs(inputs)  # the runs on the random m are the mechanism's control
 
             def corr(target):
                 return lambda run: alignment_value(run, target, "best_match_corr")

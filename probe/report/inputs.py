@@ -116,6 +116,12 @@ def alignment_metric_name(target: str, field: str) -> str:
     return f"alignment_{target}_{field}"
 
 
+def retrained_runs(inputs: dict) -> list[dict]:
+    """The retrained runs of one workdir's inputs: orig, mod and noise (``runs``) and the runs on the random-ψ
+    control's m (``random_m.runs``, variant mod-random)."""
+    return list(inputs.get("runs") or []) + list((inputs.get("random_m") or {}).get("runs") or [])
+
+
 # -- runs.csv: one row per run × metric -------------------------------------------------------------------
 TIDY_COLUMNS = ("dataset", "model", "variant", "seed", "kind", "hyperparameter", "hyperparameter_value", "scale",
                 "metric", "value", "run_dir")
@@ -127,8 +133,7 @@ def tidy_rows(inputs: dict) -> list[dict]:
     present becomes one row. ``scale`` is empty for retrain runs; missing values are left out rather than written as blanks."""
     dataset = str(inputs.get("dataset") or "dataset")
     rows = []
-    retrained = (inputs.get("runs") or []) + ((inputs.get("random_m") or {}).get("runs") or [])  # + variant mod-random
-    for kind, runs in (("retrain", retrained), ("robustness", inputs.get("robustness") or [])):
+    for kind, runs in (("retrain", retrained_runs(inputs)), ("robustness", inputs.get("robustness") or [])):
         for run in runs:
             hp = run.get("hyperparameter") or {}
             base = {"dataset": dataset, "model": run["model"], "variant": run["variant"], "seed": run.get("seed"),

@@ -20,6 +20,7 @@ run's files resolve wherever its own workdir is.
 from __future__ import annotations
 
 from probe.errors import UserError
+from probe.report.inputs import retrained_runs
 from probe.report.schema import (SETTING_PARTS, config_less_run_choice, recorded_code_version, recorded_config,
                                  setting)
 
@@ -92,7 +93,7 @@ def run_identity(run: dict) -> tuple:
 
 
 def _retrained(inputs: dict) -> list[dict]:
-    return list(inputs["runs"]) + list((inputs.get("random_m") or {}).get("runs") or []) + list(inputs["robustness"])
+    return retrained_runs(inputs) + list(inputs["robustness"])
 
 
 def _with_all_runs(section: dict, sections: list) -> dict:
