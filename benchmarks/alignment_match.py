@@ -17,13 +17,18 @@ two, 1 - ln 2 / ln 20). A run's match to a reference is the mean over the
 reference's active latents. The binned MI of independent codes reads ≈ 0.013 at N = 5,000 (its bias), the same for
 every pair, so compare rows with each other.
 
+``--pca-reference K`` adds one more reference, ``pcaK``: the scores of the reference store's images at the same rows
+on their top K principal components (PCA of that sample, ``probe.analysis.alignment.pca``), every one counted active.
+It asks whether an alignment some runs share is the global PCA's — what a linear VAE would find (the paper's
+Theorem 1), and what is left to a β-VAE whose local structure a perturbation has scrambled.
+
 The evaluate stage records the same numbers per run (``alignment``: averaged over each ensemble's members, on its own
 5,000 grid points) since best_match_nmi was added; this script reads every reference on its own, and serves the
 workdirs whose evaluate stage predates it.
 
 Usage:
     python benchmarks/alignment_match.py --reference ent5=RUN --reference dis1=RUN ... --reference-store ORIG \
-        --run orig-s100=RUN:ORIG --run mod-s100=RUN:MOD ... [--num-train 5000] [--json OUT]
+        --run orig-s100=RUN:ORIG --run mod-s100=RUN:MOD ... [--pca-reference 6] [--num-train 5000] [--json OUT]
 """
 
 from __future__ import annotations
@@ -45,6 +50,15 @@ def encode(run_dir: str, store, factors: np.ndarray) -> dict:
     return run_encoder(run_dir).encode(store.read(store.index_of(factors)))
 
 
+def pca_scores(images: np.ndarray, k: int) -> tuple[np.ndarray, float]:
+    """The images' scores on their top ``k`` principal components [N, k], and the fraction of variance those carry."""
+    from probe.analysis.alignment import pca
+
+    flat = np.asarray(images, dtype=np.float64).reshape(len(images), -1)
+    values, vectors = pca(flat)
+    return (flat - flat.mean(0)) @ vectors[:, :k], float(values[:k].sum() / values.sum())
+
+
 def named(items: list[str]) -> list[tuple[str, str]]:
     out = []
     for item in items:
@@ -57,9 +71,11 @@ def named(items: list[str]) -> list[tuple[str, str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reference", action="append", required=True, help="NAME=RUN_DIR (trained on the reference store)")
+    parser.add_argument("--reference", action="append", default=[], help="NAME=RUN_DIR (trained on the reference store)")
     parser.add_argument("--reference-store", required=True)
     parser.add_argument("--run", action="append", required=True, help="NAME=RUN_DIR:STORE (the store it trained on)")
+    parser.add_argument("--pca-reference", type=int, default=0, metavar="K",
+                        help="also compare with the top K principal-component scores of the reference store's images")
     parser.add_argument("--num-train", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0, help="the evaluation seed (MIG's sample)")
     parser.add_argument("--json", help="also write the table here")
@@ -74,6 +90,13 @@ def main() -> None:
         active[active_latents(out.get("variance"), out["codes"].shape[1])] = True
         references.append((name, out["codes"], active))
         print(f"reference {name}: {int(active.sum())} active latents")
+    if args.pca_reference > 0:
+        scores, explained = pca_scores(reference_store.read(reference_store.index_of(factors)), args.pca_reference)
+        references.append((f"pca{args.pca_reference}", scores, np.ones(scores.shape[1], dtype=bool)))
+        print(f"reference pca{args.pca_reference}: top {scores.shape[1]} components, "
+              f"{explained:.1%} of the sample's variance")
+    if not references:
+        parser.error("give --reference or --pca-reference")
     stores = {}
     rows = []
     print("cells: best-match NMI / best-match |corr| (probe.metrics.code_alignment)")
