@@ -80,6 +80,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the evaluation seed (MIG's sample)")
     parser.add_argument("--json", help="also write the table here")
     args = parser.parse_args()
+    if not args.reference and args.pca_reference <= 0:
+        parser.error("give --reference or --pca-reference")
 
     reference_store = open_store(args.reference_store)
     factors, _ = draw_train_test(np.asarray(reference_store.factor_sizes), args.num_train, 1, args.seed, 16)
@@ -95,8 +97,6 @@ def main() -> None:
         references.append((f"pca{args.pca_reference}", scores, np.ones(scores.shape[1], dtype=bool)))
         print(f"reference pca{args.pca_reference}: top {scores.shape[1]} components, "
               f"{explained:.1%} of the sample's variance")
-    if not references:
-        parser.error("give --reference or --pca-reference")
     stores = {}
     rows = []
     print("cells: best-match NMI / best-match |corr| (probe.metrics.code_alignment)")
