@@ -18,7 +18,7 @@ reference's active latents. The binned MI of independent codes reads ≈ 0.013 a
 every pair, so compare rows with each other.
 
 ``--pca-reference K`` adds one more reference, ``pcaK``: the scores of the reference store's images at the same rows
-on their top K principal components (PCA of that sample, ``probe.analysis.alignment.pca``), every one counted active.
+on their top K principal components (PCA of that sample, ``probe.analysis.verify.top_principal_directions``), every one counted active.
 It asks whether an alignment some runs share is the global PCA's — what a linear VAE would find (the paper's
 Theorem 1), and what is left to a β-VAE whose local structure a perturbation has scrambled.
 
@@ -52,11 +52,12 @@ def encode(run_dir: str, store, factors: np.ndarray) -> dict:
 
 def pca_scores(images: np.ndarray, k: int) -> tuple[np.ndarray, float]:
     """The images' scores on their top ``k`` principal components [N, k], and the fraction of variance those carry."""
-    from probe.analysis.alignment import pca
+    from probe.analysis.verify import top_principal_directions
 
-    flat = np.asarray(images, dtype=np.float64).reshape(len(images), -1)
-    values, vectors = pca(flat)
-    return (flat - flat.mean(0)) @ vectors[:, :k], float(values[:k].sum() / values.sum())
+    centred = np.asarray(images, dtype=np.float64).reshape(len(images), -1)
+    centred = centred - centred.mean(0)
+    values, directions = top_principal_directions(centred, k)
+    return centred @ directions, float(values.sum() / ((centred ** 2).sum() / max(len(centred) - 1, 1)))
 
 
 def named(items: list[str]) -> list[tuple[str, str]]:
