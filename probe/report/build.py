@@ -33,8 +33,7 @@ from probe.report.gates import (
 from probe.report.inputs import (
     ALIGNMENT_TARGETS, TIDY_COLUMNS, UNTRAINED_FRACTION, active_latent_count, alignment_value, group_stats,
     metric_label, metric_value, model_order, present_metrics, retrained_runs, seeded_values_by_group, tidy_rows,
-    untrained_runs,
-    values_by_group, verdict_metrics,
+    untrained_runs, values_by_group, verdict_metrics,
 )
 from probe.report.pool import parts, pool, pooled_legs
 from probe.report.random_m import random_m_section
@@ -640,7 +639,8 @@ class _Builder:
                  "of |corr| (1: one latent of the run is that restart's latent up to any monotone map; a latent equal "
                  "to it up to noise reads 0.59 at correlation 0.99 and 0.28 at 0.9; two latents rotated by 45° "
                  "≈ 0.13, unrelated ones ≈ 0.01); linear R² = how well a linear map from the run's codes predicts "
-                 "the restart's (1: the same information up to a linear map). Difference = disentangled − entangled, per seed. How to read it: on mod, a VAE that "
+                 "the restart's (1: the same information up to a linear map). Difference = disentangled − "
+                 "entangled, per seed. How to read it: on mod, a VAE that "
                  "relies on local structure should move towards the entangled restart (difference falls compared "
                  f"with orig); PCL should not. Rows {RANDOM_M} (where models were retrained on the random-ψ "
                  "control's m of the same ε) tell whether that move is what *learning* m does: if the runs on the "
