@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from probe.errors import UserError
-from probe.metrics import code_alignment
+from probe.metrics import block_capture, code_alignment
 
 
 def _white(n, d, seed=0):
@@ -121,3 +121,60 @@ def test_best_match_nmi_sees_the_alignment_through_a_change_of_order():
     rotated = code_alignment(z @ np.array([[c, -c], [c, c]]).T, z)
     assert rotated["best_match_nmi"] < 0.2 and code_alignment(z, z)["best_match_nmi"] == pytest.approx(1.0)
     assert code_alignment(np.ones((5000, 2)), z)["best_match_nmi"] == 0.0       # a collapsed run matches nothing
+
+
+# block_capture: references defined up to rotation inside blocks (PCA's pairs of near-equal eigenvalues)
+
+def _circles(n=20000, seed=0):
+    """Two independent uniform angles on a grid (exactly uniform), their cos/sin as a 4-column reference in two
+    blocks, and a third column of independent noise as a one-column block."""
+    rng = np.random.RandomState(seed)
+    grid = (np.arange(n) + 0.5) * 2 * np.pi / n
+    a, b = grid, rng.permutation(grid)
+    reference = np.c_[np.cos(a), np.sin(a), np.cos(b), np.sin(b), rng.randn(n)]
+    return a, b, reference, [[0, 1], [2, 3], [4]]
+
+
+def test_block_capture_circles_held_rotated_read_one():
+    a, b, reference, blocks = _circles()
+    # each circle on two latents, rotated inside its pair and scaled, plus the noise column; latents shuffled
+    codes = np.c_[np.cos(b + 1.0) * 3, np.sin(a - 0.4), reference[:, 4] * -2, np.sin(b + 1.0), np.cos(a - 0.4) * 0.5]
+    out = block_capture(codes, reference, blocks)
+    assert out["span_r2"] == pytest.approx(1.0, abs=1e-9)
+    assert out["block_r2"] == pytest.approx([1.0, 1.0, 1.0], abs=1e-9)
+    assert [sorted(s) for s in out["block_latents"]] == [[1, 4], [0, 3], [2]]
+    # the axis-level best match cannot see the rotation: the same code reads below 1 against the reference
+    assert code_alignment(codes, reference[:, :4])["best_match_corr"] < 0.9
+
+
+def test_block_capture_angle_on_one_latent_reads_three_over_pi_squared():
+    a, b, reference, blocks = _circles()
+    # each circle held as its angle (one latent, cut at 0): linear R² of (cos, sin) on a uniform angle is 0 and 6/π²
+    codes = np.c_[a, b, reference[:, 4]]
+    out = block_capture(codes, reference, blocks)
+    assert out["block_r2"][0] == pytest.approx(3 / np.pi ** 2, abs=1e-3)
+    assert out["block_r2"][1] == pytest.approx(3 / np.pi ** 2, abs=1e-3)
+    assert out["block_r2"][2] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_block_capture_is_invariant_to_rotations_inside_blocks():
+    a, b, reference, blocks = _circles()
+    codes = np.c_[np.cos(a) + 0.3 * np.sin(b), np.sin(a), a, reference[:, 4] + np.cos(b)]
+    t = 0.7
+    rotated = reference.copy()
+    rotated[:, 0:2] = reference[:, 0:2] @ np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])
+    one, two = block_capture(codes, reference, blocks), block_capture(codes, rotated, blocks)
+    assert two["block_r2"] == pytest.approx(one["block_r2"], abs=1e-9)
+    assert two["span_r2"] == pytest.approx(one["span_r2"], abs=1e-9)
+
+
+def test_block_capture_independent_codes_and_bad_blocks():
+    _, _, reference, blocks = _circles(n=5000)
+    out = block_capture(np.random.RandomState(1).randn(5000, 4), reference, blocks)
+    assert max(out["block_r2"]) < 0.01 and out["span_r2"] < 0.01
+    with pytest.raises(UserError):
+        block_capture(reference, reference, [[0, 1], [1, 2]])   # overlapping
+    with pytest.raises(UserError):
+        block_capture(reference, reference, [[0, 5]])           # past the reference's columns
+    with pytest.raises(UserError):
+        block_capture(reference[:10], reference, blocks)        # different rows

@@ -5,7 +5,7 @@ metric returns a dict of floats. See docs/notes/metrics.md for which reference e
 metric list (what evaluation computes and the report shows) is ``probe.metrics.registry``.
 """
 
-from probe.metrics.alignment import code_alignment
+from probe.metrics.alignment import block_capture, code_alignment
 from probe.metrics.dci import dci
 from probe.metrics.evaluate import Encoder, EvaluationContext, evaluate_encoder, evaluate_run
 from probe.metrics.infomec import infomec, normalized_mutual_info
@@ -24,6 +24,6 @@ __all__ = [
     "mig", "dci", "sap", "factor_vae_score", "beta_vae_score", "modularity_explicitness", "infomec", "gaussian_tc",
     "active_units", "mcc", "reconstruction", "normalized_mutual_info", "histogram_discretize", "discrete_mutual_info",
     "discrete_entropy", "ksg_mutual_info", "CodeCache", "draw_factors", "draw_train_test", "evaluate_encoder", "evaluate_run",
-    "Encoder", "EvaluationContext", "code_alignment", "MetricSpec", "ReportColumn", "register_metric",
+    "Encoder", "EvaluationContext", "block_capture", "code_alignment", "MetricSpec", "ReportColumn", "register_metric",
     "default_metrics", "fast_metrics", "default_settings", "small_settings",
 ]

@@ -127,3 +127,58 @@ def code_alignment(codes, reference_codes, *, reference_active=None) -> dict:
                 "best_match_nmi_per_latent": nmi.tolist(), "best_match_index": [int(i) for i in best_index],
                 "linear_r2_per_latent": r2.tolist()})
     return out
+
+
+def _r2_columns(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """In-sample R² of each column of ``y`` on ``x`` by least squares with intercept, clipped to [0, 1]."""
+    yc = y - y.mean(axis=0)
+    if x.shape[1] == 0:
+        return np.zeros(y.shape[1])
+    xc = x - x.mean(axis=0)
+    coef, *_ = np.linalg.lstsq(xc, yc, rcond=None)
+    resid = yc - xc @ coef
+    return np.clip(1.0 - (resid ** 2).sum(axis=0) / (yc ** 2).sum(axis=0), 0.0, 1.0)
+
+
+def block_capture(codes, reference_codes, blocks) -> dict:
+    """How a code holds reference directions that are only defined up to rotation within blocks.
+
+    PCA's directions inside a group of near-equal eigenvalues (``probe.analysis.alignment.spectral_blocks``) are
+    arbitrary: a circular factor such as hue gives two PCs of equal variance, its cos and sin. Axis-level numbers
+    (``code_alignment``'s best match) cannot see a run that holds such a pair rotated; these readings are invariant
+    to any invertible linear map inside each block of ``reference_codes``:
+
+    * ``span_r2`` — mean R² of all used reference columns on all of ``codes`` (linear, with intercept): does the
+      code hold the reference subspace?
+    * ``block_r2[b]`` — for block b of s columns, the largest mean R² of its columns on s of the code's latents
+      (``block_latents[b]``): is the block held by as many latents as it has directions? A circle held as
+      (cos, sin) on two latents reads 1; held as its angle on one latent, 3/π² ≈ 0.30 (uniform angle).
+
+    ``codes`` [N, D] (e.g. the active latents only), ``reference_codes`` [N, K], ``blocks`` a list of column index
+    lists of ``reference_codes`` (disjoint). Returns ``{"span_r2", "block_r2", "block_latents", "mean_block_r2"}``.
+    """
+    from itertools import combinations
+
+    x = as_codes(codes, "codes").astype(np.float64)
+    y = as_codes(reference_codes, "reference_codes").astype(np.float64)
+    if y.shape[0] != x.shape[0]:
+        raise UserError(f"codes and reference_codes must have the same number of rows (the same inputs), "
+                        f"got {x.shape[0]} and {y.shape[0]}")
+    blocks = [[int(i) for i in b] for b in blocks]
+    used = sorted({i for b in blocks for i in b})
+    if not used or used[0] < 0 or used[-1] >= y.shape[1] or sum(map(len, blocks)) != len(used):
+        raise UserError(f"blocks must be disjoint, non-empty lists of reference columns 0..{y.shape[1] - 1}, "
+                        f"got {blocks}")
+    x = x[:, _non_constant(x)]                       # a collapsed latent holds nothing
+    block_r2, block_latents = [], []
+    for b in blocks:
+        size = min(len(b), x.shape[1])
+        best, best_set = 0.0, []
+        for subset in combinations(range(x.shape[1]), size):
+            value = float(_r2_columns(y[:, b], x[:, list(subset)]).mean())
+            if value > best:
+                best, best_set = value, list(subset)
+        block_r2.append(best)
+        block_latents.append(best_set)
+    return {"span_r2": float(_r2_columns(y[:, used], x).mean()), "block_r2": block_r2,
+            "block_latents": block_latents, "mean_block_r2": float(np.mean(block_r2))}
