@@ -103,9 +103,14 @@ def test_smoke_completes_every_stage(smoke):
         assert Path(r["curve"]).exists(), key
         assert 0.0 <= r["metrics"]["mig"]["mig"] <= 1.0, key
         assert set(r["alignment"] or {}) >= {"entangled", "disentangled"} or "alignment_error" in r, key
+        if "alignment_error" not in r:  # the global PCA of the orig images at the same points (evaluate)
+            pca = r["alignment"]["global_pca"]
+            assert 0.0 <= pca["span_r2"] <= 1.0 and 0.0 <= pca["mean_block_r2"] <= 1.0, key
+            assert sorted(i for b in pca["blocks"] for i in b) == list(range(pca["num_components"])), key
         if config["hyperparameters"].get(r["model"]):
             assert r["hyperparameter"]["name"] == config["hyperparameters"][r["model"]]
             assert r["hyperparameter"]["value"] is not None
+    assert all("alignment_error" not in r for r in runs.values()), [r.get("alignment_error") for r in runs.values()]
     assert runs[("beta-vae", "orig", first)]["hyperparameter"] == {"name": "beta", "value": 8.0}  # Table 2, dSprites
     assert ri["linear_pca"] is not None and ri["robustness"] == []
     # every run of a variant was trained on that variant's store

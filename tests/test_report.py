@@ -368,6 +368,9 @@ def _add_alignment_and_coverage(workdir) -> dict:
                                         "linear_r2": 0.7, "members": ["x"]},
                           "disentangled": {"best_match_corr": dis, "best_match_nmi": dis - 0.3, "linear_r2": 0.6,
                                            "members": ["y"]}}
+        if r["model"] == "beta-vae":  # the global PCA's target (evaluate since session 37): mod runs fall into it
+            r["alignment"]["global_pca"] = {"span_r2": 0.88 if towards_ent else 0.4, "mean_block_r2": 0.85 if
+                                            towards_ent else 0.3 + 0.01 * r["seed"], "block_r2": [0.3], "blocks": [[0]]}
     inputs["runs"][-1]["alignment"] = None  # older runs may lack it
     # two beta-vae seeds on the random-ψ control's m, as far from the entangled restart as orig
     random_runs = [{**r, "variant": "mod-random", "run_dir": f"{r['run_dir']}-random",
@@ -407,7 +410,11 @@ def test_runs_csv_summary_numbers_table1_alignment_coverage(tmp_path):
     assert {r["metric"] for r in retrain if not r["metric"].startswith("alignment_")} == set(keys)  # all present
     retrained = inputs["runs"] + inputs["random_m"]["runs"]  # the runs on the random m are retrain rows too
     n_aligned = sum(1 for r in retrained if r.get("alignment"))
-    assert len(retrain) == len(retrained) * len(keys) + 6 * n_aligned               # 2 restarts × 3 numbers
+    n_pca = sum(1 for r in retrained if (r.get("alignment") or {}).get("global_pca"))
+    assert n_pca and len(retrain) == len(retrained) * len(keys) + 6 * n_aligned + 2 * n_pca  # 2 restarts × 3, PCA 2
+    pca_rows = [float(r["value"]) for r in retrain if r["metric"] == "alignment_global_pca_mean_block_r2"
+                and r["model"] == "beta-vae" and r["variant"] == "orig"]
+    assert sorted(pca_rows) == pytest.approx([0.30, 0.31, 0.32])
     assert len(robust) == len(inputs["robustness"]) * len(keys)
     assert {r["scale"] for r in robust} == {"0.5", "1.0", "2.0", "4.0"} and {r["scale"] for r in retrain} == {""}
     first_beta = next(r for r in retrain if r["model"] == "beta-vae" and r["metric"] == "mig")
@@ -448,6 +455,10 @@ def test_runs_csv_summary_numbers_table1_alignment_coverage(tmp_path):
     assert al["beta-vae"]["mod-random"]["difference"]["n"] == 2 and "mod-random" not in al["pcl"]
     assert "| beta-vae | mod-random |" in md
     assert "best-match NMI to entangled" in md
+    assert al["beta-vae"]["mod"]["pca_block_r2"]["mean"] == pytest.approx(0.85)
+    assert al["beta-vae"]["orig"]["pca_span_r2"]["values"] == pytest.approx([0.4] * 3)
+    assert al["pcl"]["mod"]["pca_span_r2"]["n"] == 0      # a run without the PCA target reads —, not 0
+    assert "global PCA: span R²" in md and "Theorem 1" in md
     assert "figures/alignment_dsprites.png" in md
 
     # manipulation coverage line

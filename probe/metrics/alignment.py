@@ -48,6 +48,9 @@ from probe.metrics.information import latent_match
 _RELATIVE_STD_EPS = 1e-12
 # the summary numbers of ``code_alignment`` (the pipeline averages them over an ensemble, the report reads them)
 ALIGNMENT_NUMBERS = ("best_match_corr", "best_match_nmi", "linear_r2")
+# the pipeline's third alignment target: the original images' top principal components (``block_capture``)
+GLOBAL_PCA = "global_pca"
+GLOBAL_PCA_NUMBERS = ("span_r2", "mean_block_r2")
 
 
 def _non_constant(x: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from probe.metrics.alignment import ALIGNMENT_NUMBERS
+from probe.metrics.alignment import ALIGNMENT_NUMBERS, GLOBAL_PCA, GLOBAL_PCA_NUMBERS
 from probe.metrics.registry import ReportColumn, report_columns
 
 
@@ -100,6 +100,8 @@ def untrained_runs(runs: list[dict], baselines: dict, fraction: float = UNTRAINE
 # -- alignment of a run with the selected restarts (runs[i]["alignment"], optional) ---------------------
 ALIGNMENT_TARGETS = ("entangled", "disentangled")
 ALIGNMENT_FIELDS = ALIGNMENT_NUMBERS
+# (target, its numbers) written to runs.csv: the two restarts, then the global PCA of the orig images
+ALIGNMENT_ROWS = tuple((t, ALIGNMENT_FIELDS) for t in ALIGNMENT_TARGETS) + ((GLOBAL_PCA, GLOBAL_PCA_NUMBERS),)
 
 
 def alignment_value(run: dict, target: str, field: str) -> float | None:
@@ -130,7 +132,7 @@ TIDY_COLUMNS = ("dataset", "model", "variant", "seed", "kind", "hyperparameter",
 def tidy_rows(inputs: dict) -> list[dict]:
     """Long-format rows for every retrained ("retrain", the runs on the random-ψ control's m among them) and
     robustness ("robustness") run of one workdir: each metric column (``metric_columns``) and each alignment number
-    present becomes one row. ``scale`` is empty for retrain runs; missing values are left out rather than written as blanks."""
+    present (to the restarts and to the global PCA) becomes one row. ``scale`` is empty for retrain runs; missing values are left out rather than written as blanks."""
     dataset = str(inputs.get("dataset") or "dataset")
     rows = []
     for kind, runs in (("retrain", retrained_runs(inputs)), ("robustness", inputs.get("robustness") or [])):
@@ -143,8 +145,8 @@ def tidy_rows(inputs: dict) -> list[dict]:
                 value = metric_value(run.get("metrics"), key)
                 if value is not None:
                     rows.append({**base, "metric": key, "value": value})
-            for target in ALIGNMENT_TARGETS:
-                for field in ALIGNMENT_FIELDS:
+            for target, fields in ALIGNMENT_ROWS:
+                for field in fields:
                     value = alignment_value(run, target, field)
                     if value is not None:
                         rows.append({**base, "metric": alignment_metric_name(target, field), "value": value})

@@ -1,5 +1,5 @@
-"""How a trained run's codes align with the selected entangled and disentangled restarts (the evaluate
-and robustness jobs record it; the report inputs carry it per run)."""
+"""How a trained run's codes align with the selected entangled and disentangled restarts, and with the global PCA
+of the original images (the evaluate and robustness jobs record it; the report inputs carry it per run)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ def run_alignment(inputs: dict, run_dir, store_path, settings: dict) -> dict:
     The same factor points for both sides: ``ALIGNMENT_SAMPLES`` grid points drawn without replacement
     with ``RandomState(evaluate seed)``; the run encodes them from the store it was trained on, each
     restart from the original store (its training data); its active units (mean posterior variance
-    below ``active_threshold`` over the sample) select the reference latents."""
+    below ``active_threshold`` over the sample) select the reference latents. ``global_pca``: the run's active
+    codes against the orig images' top principal components at the same points (``global_pca_capture``) — whether
+    the run holds the linear VAE's solution, which a β-VAE whose local structure is scrambled may fall back on."""
     from probe.pipeline.stages import store
 
     references = reference_runs(inputs)
@@ -51,7 +53,7 @@ def alignment_of(select: dict, run_dir, store_path, orig_path, settings: dict) -
 
     from probe.data import open_store
     from probe.metrics import code_alignment
-    from probe.metrics.alignment import ALIGNMENT_NUMBERS
+    from probe.metrics.alignment import ALIGNMENT_NUMBERS, GLOBAL_PCA
     from probe.metrics.evaluate import resolve_settings
     from probe.train import run_encoder
 
@@ -73,8 +75,8 @@ def alignment_of(select: dict, run_dir, store_path, orig_path, settings: dict) -
         inverse[order] = np.arange(order.size)
         return {k: np.asarray(v)[inverse] for k, v in out.items()}
 
-    codes = encode(run_dir, run_store, run_idx)["codes"]
-    codes = codes.reshape(codes.shape[0], -1).astype(np.float64)
+    run_out = encode(run_dir, run_store, run_idx)
+    codes = run_out["codes"].reshape(n, -1).astype(np.float64)
     result = {}
     for group in ("entangled", "disentangled"):
         members = []
@@ -90,7 +92,45 @@ def alignment_of(select: dict, run_dir, store_path, orig_path, settings: dict) -
             members.append({"run_dir": str(restart), **code_alignment(codes, ref_codes, reference_active=active)})
         result[group] = {name: _mean_or_none([m[name] for m in members]) for name in ALIGNMENT_NUMBERS}
         result[group].update({"members": members, "num_samples": int(n), "seed": seed})
+    run_active = (run_out["variance"].reshape(n, -1).mean(axis=0) < threshold if "variance" in run_out
+                  else np.ones(codes.shape[1], dtype=bool))   # an encoder without a posterior (PCL): every latent
+    result[GLOBAL_PCA] = global_pca_capture(codes[:, run_active] if run_active.any() else codes,
+                                            *_pca_reference(orig, orig_path, orig_idx, seed))
     return result
+
+
+_PCA_SCORES: dict = {}      # (orig store, sample seed, n) -> (scores, blocks, explained share)
+
+
+def _pca_reference(orig, orig_path, orig_idx, seed: int):
+    """The orig images' scores on their top K principal components (K = the number of factors) at the sample's
+    points, grouped into blocks of near-equal eigenvalues (``spectral_blocks``), and the share of variance they hold."""
+    import numpy as np
+
+    from probe.analysis.alignment import spectral_blocks
+    from probe.analysis.verify import top_principal_directions
+
+    key = (str(orig_path), seed, int(orig_idx.size))
+    if key not in _PCA_SCORES:
+        k = len(orig.factor_sizes)
+        images = orig.read(orig_idx).reshape(orig_idx.size, -1).astype(np.float64) / 255.0
+        centred = images - images.mean(axis=0)
+        values, directions = top_principal_directions(centred, k)
+        total = float((centred ** 2).sum() / max(len(centred) - 1, 1))
+        blocks = [list(range(b["start"], min(b["end"], k - 1) + 1)) for b in spectral_blocks(values, k)["blocks"]]
+        _PCA_SCORES.clear()
+        _PCA_SCORES[key] = (centred @ directions, blocks, float(values.sum() / total))
+    return _PCA_SCORES[key]
+
+
+def global_pca_capture(codes, scores, blocks, explained: float) -> dict:
+    """How a run's active codes hold the global PCA of the original images (``probe.metrics.block_capture``: span R²
+    and each block's R² on its best latents, invariant to rotations inside a block of near-equal eigenvalues). A run
+    in the linear VAE's solution (Theorem 1) reads ≈ 1 on both."""
+    from probe.metrics import block_capture
+
+    out = block_capture(codes, scores, blocks)
+    return {**out, "blocks": blocks, "explained": explained, "num_components": int(scores.shape[1])}
 
 
 def _mean_or_none(values: list):
