@@ -56,9 +56,13 @@ def test_a_job_submitted_while_all_workers_are_busy_starts_on_the_first_worker_t
 
     assert all(isinstance(r, dict) for r in results.values()), results
     first, second = results["manipulate"], results["manipulate-random"]
-    assert first["pid"] != second["pid"]
-    assert second["start"] < first["end"] - 1.0, "the second long job waited for the first"
-    assert second["start"] >= results["linear-pca"]["end"] - 0.5   # ... and took the thread the short job freed
+    # Where the second long job ran, not how soon: with two one-thread workers it either queued behind the first
+    # (same process, the failure) or took the worker the short job freed (that job's process). A margin on the start
+    # times measured this too when the cores were idle, but under load (CI beside a training run) the second job's
+    # start lagged the short job's end by ~3 s and the margin failed with the placement right (session 37).
+    assert first["pid"] != second["pid"], "the second long job queued behind the first"
+    assert second["pid"] == results["linear-pca"]["pid"]
+    assert second["start"] >= results["linear-pca"]["end"] - 0.5   # ... after the short job freed it
 
 
 def test_capacity_is_the_local_workers_or_the_external_clusters_threads_re_read(monkeypatch):
