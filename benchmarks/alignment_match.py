@@ -60,14 +60,13 @@ def encode(run_dir: str, store, factors: np.ndarray) -> dict:
     return run_encoder(run_dir).encode(store.read(store.index_of(factors)))
 
 
-def pca_scores(images: np.ndarray, k: int) -> tuple[np.ndarray, float]:
-    """The images' scores on their top ``k`` principal components [N, k], and the fraction of variance those carry."""
-    from probe.analysis.verify import top_principal_directions
+def pca_scores(images: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """The images' scores on their top ``k`` principal components [N, k], their eigenvalues [k] and the share of the
+    sample's variance they carry (``probe.analysis.verify.principal_scores``, in float64)."""
+    from probe.analysis.verify import principal_scores
 
-    centred = np.asarray(images, dtype=np.float64).reshape(len(images), -1)
-    centred = centred - centred.mean(0)
-    values, directions = top_principal_directions(centred, k)
-    return centred @ directions, float(values.sum() / ((centred ** 2).sum() / max(len(centred) - 1, 1)))
+    scores, values, total = principal_scores(np.asarray(images, dtype=np.float64), k)
+    return scores, values, float(values.sum() / total)
 
 
 def named(items: list[str]) -> list[tuple[str, str]]:
@@ -105,12 +104,12 @@ def main() -> None:
         print(f"reference {name}: {int(active.sum())} active latents")
     blocks = []
     if args.pca_reference > 0:
-        from probe.analysis.alignment import spectral_blocks
+        from probe.analysis.alignment import block_columns
 
-        scores, explained = pca_scores(reference_store.read(reference_store.index_of(factors)), args.pca_reference)
+        scores, values, explained = pca_scores(reference_store.read(reference_store.index_of(factors)),
+                                               args.pca_reference)
         references.append((f"pca{args.pca_reference}", scores, np.ones(scores.shape[1], dtype=bool)))
-        blocks = [list(range(b["start"], min(b["end"], args.pca_reference - 1) + 1))
-                  for b in spectral_blocks(scores.var(0, ddof=1), args.pca_reference)["blocks"]]
+        blocks = block_columns(values, args.pca_reference)
         print(f"reference pca{args.pca_reference}: top {scores.shape[1]} components, "
               f"{explained:.1%} of the sample's variance; blocks of near-equal eigenvalues (PCs): "
               + " ".join("-".join(str(i + 1) for i in b) for b in blocks))

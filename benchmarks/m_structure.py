@@ -43,8 +43,8 @@ def factor_r2(score: np.ndarray, levels: np.ndarray) -> float:
 
 def structure(m_eff: np.ndarray, factors: np.ndarray) -> dict:
     """The readings of the module's docstring for one perturbation m_eff [N, pixels] at factor rows [N, K]."""
-    scores, share3 = pca_scores(m_eff, 3)
-    _, share1 = pca_scores(m_eff, 1)
+    scores, values, share3 = pca_scores(m_eff, 3)
+    share1 = float(share3 * values[0] / values.sum())
     first = np.abs(scores[:, 0])
     return {
         "linf_median": float(np.median(np.abs(m_eff).max(1))),

@@ -294,6 +294,37 @@ def test_equal_eigenvalues_are_a_degenerate_block_not_a_failure():
     assert verdict["status"] == "fail" and any("components 2–3" in r and "mean |cos|" in r for r in verdict["reasons"])
 
 
+def test_block_columns_groups_the_top_components_and_cuts_a_block_at_the_latents():
+    from probe.analysis.alignment import block_columns
+
+    assert block_columns([9.0, 4.0, 4.0, 1.0, 0.5], 3) == [[0], [1, 2]]
+    assert block_columns([9.0, 8.5, 4.0, 3.9, 3.8, 1.0], 4) == [[0, 1], [2, 3]]   # the block 2-4 runs past 4: cut
+    assert block_columns([5.0, 3.0, 1.0], 3) == [[0], [1], [2]]
+
+
+def test_principal_scores_are_the_sample_pca_in_float32_and_float64_alike():
+    from probe.analysis.verify import principal_scores
+
+    # images with a known spectrum: coordinates of variances 9, 4, 1 along orthonormal directions + a mean, rank 3
+    rng = np.random.default_rng(3)
+    directions, _ = np.linalg.qr(rng.standard_normal((60, 3)))
+    coords = rng.standard_normal((2500, 3)) * np.array([3.0, 2.0, 1.0])
+    images = (coords @ directions.T + 0.5).reshape(2500, 6, 10)
+    scores, values, total = principal_scores(images, 2)
+    sample = np.cov(coords, rowvar=False)
+    assert values == pytest.approx(np.linalg.eigvalsh(sample)[::-1][:2], rel=1e-8)
+    assert scores.var(0, ddof=1) == pytest.approx(values, rel=1e-8)
+    assert abs(scores.mean(0)).max() < 1e-10                      # centred by the sample's mean
+    assert total == pytest.approx(np.trace(sample), rel=1e-8)     # rank 3: all variance in the three coordinates
+    assert values.sum() / total == pytest.approx(1.0 - np.linalg.eigvalsh(sample)[0] / np.trace(sample), rel=1e-8)
+    # the same sample in float32 (as evaluate reads it) and as 8-bit integers: the same scores up to sign
+    scores32, values32, total32 = principal_scores(images.astype(np.float32), 2)
+    assert scores32.dtype == np.float32
+    assert np.abs(np.abs(scores32) - np.abs(scores)).max() < 1e-4 * np.abs(scores).max()
+    assert values32 == pytest.approx(values, rel=1e-5) and total32 == pytest.approx(total, rel=1e-5)
+    assert principal_scores(np.round(images * 10).clip(0, 255).astype(np.uint8), 1)[0].dtype == np.float32
+
+
 def test_linear_vae_on_equal_eigenvalues_is_judged_per_block():
     res = verify_synthetic(dims=[(8, 3)], noise_levels=[0.1], n=4000, theorem1_dims=[], eigenvalues=[6.0, 3.0, 3.0])
     case = res["cases"][0]

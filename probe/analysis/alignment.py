@@ -177,6 +177,14 @@ def spectral_blocks(eigenvalues, num_latent: int, ratio: float = DEGENERATE_RATI
             "subspace_identifiable": not any(b["beyond_latents"] for b in blocks)}
 
 
+def block_columns(eigenvalues, num_latent: int, ratio: float = DEGENERATE_RATIO) -> list[list[int]]:
+    """The top ``num_latent`` components as lists of column indices, one list per block of near-equal eigenvalues
+    (``spectral_blocks``), a block that runs past ``num_latent`` cut there: the groups inside which a rotation of the
+    components is not identified (``probe.metrics.block_capture`` reads each one invariantly to it)."""
+    last = int(num_latent) - 1
+    return [list(range(b["start"], min(b["end"], last) + 1)) for b in spectral_blocks(eigenvalues, num_latent, ratio)["blocks"]]
+
+
 def block_alignment(decoder: np.ndarray, eigenvectors: np.ndarray, blocks: list[dict]) -> dict:
     """Alignment of the decoder columns [D, d] with the PCA directions, judged per block: column j's
     score in block B is ||P_B u_j|| (u_j the unit column, P_B the projection onto span of B's

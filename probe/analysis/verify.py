@@ -203,6 +203,25 @@ def top_principal_directions(data: np.ndarray, k: int, seed: int = 0) -> tuple[n
     return values, vectors * signs
 
 
+def principal_scores(images: np.ndarray, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, float]:
+    """The scores of ``images`` [N, ...] on their top ``k`` principal components [N, k], those components'
+    eigenvalues [k] and the sample's total variance (so ``eigenvalues.sum() / total`` is the share they carry).
+    Computes in the images' floating dtype (integers become float32): a 5,000-image sample at 64×64×3 is 0.25 GB in
+    float32 against 0.5 GB in float64, and the scores feed R² readings, not digits that float32 would move. The
+    centred copy is never held: ``top_principal_directions`` centres its own, the scores are shifted by the mean's."""
+    flat = np.asarray(images).reshape(len(images), -1)
+    if not np.issubdtype(flat.dtype, np.floating):
+        flat = flat.astype(np.float32)
+    mean = flat.mean(0)
+    values, directions = top_principal_directions(flat, k, seed=seed)
+    directions = directions.astype(flat.dtype, copy=False)
+    scores = flat @ directions - mean @ directions
+    # the total in float64, a few thousand rows at a time (the squares of a float32 sample would round)
+    chunks = np.array_split(flat, max(1, len(flat) // 512))
+    total = sum(float(np.square(chunk - mean, dtype=np.float64).sum()) for chunk in chunks)
+    return scores, values, total / max(len(flat) - 1, 1)
+
+
 def projected_sample(store, num_latent: int, project_dims: int, *, num_images: int, seed: int):
     """``verify_store``'s data: ``num_images`` images of ``store`` (drawn with ``seed``), flattened, centred, projected
     onto their top ``project_dims`` principal directions and rotated randomly (so nothing starts PCA-aligned).

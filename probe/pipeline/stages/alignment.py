@@ -107,19 +107,15 @@ def _pca_reference(orig, orig_path, orig_idx, seed: int):
     points, grouped into blocks of near-equal eigenvalues (``spectral_blocks``), and the share of variance they hold."""
     import numpy as np
 
-    from probe.analysis.alignment import spectral_blocks
-    from probe.analysis.verify import top_principal_directions
+    from probe.analysis.alignment import block_columns
+    from probe.analysis.verify import principal_scores
 
     key = (str(orig_path), seed, int(orig_idx.size))
     if key not in _PCA_SCORES:
         k = len(orig.factor_sizes)
-        images = orig.read(orig_idx).reshape(orig_idx.size, -1).astype(np.float64) / 255.0
-        centred = images - images.mean(axis=0)
-        values, directions = top_principal_directions(centred, k)
-        total = float((centred ** 2).sum() / max(len(centred) - 1, 1))
-        blocks = [list(range(b["start"], min(b["end"], k - 1) + 1)) for b in spectral_blocks(values, k)["blocks"]]
+        scores, values, total = principal_scores(orig.read(orig_idx).astype(np.float32) / 255.0, k)
         _PCA_SCORES.clear()
-        _PCA_SCORES[key] = (centred @ directions, blocks, float(values.sum() / total))
+        _PCA_SCORES[key] = (scores, block_columns(values, k), float(values.sum() / total))
     return _PCA_SCORES[key]
 
 
