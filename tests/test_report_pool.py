@@ -167,3 +167,28 @@ def test_a_part_that_trained_nothing_on_the_random_m_pools_with_one_that_did(tmp
     second["random_m"] = _random_m(b, (5,), digest="s" * 64)   # another random ψ: not the same data
     write_inputs(b, second)
     assert len(pool([load_inputs(a), load_inputs(b)])) == 2
+
+
+def test_a_reports_archived_inputs_pool_with_a_later_workdir_after_the_first_is_gone(tmp_path):
+    """The cpu run's case (session 38): part 1's workdir was lost with its machine, its report's archive
+    (REPORT/inputs/part-1) kept; part 2, trained later on the same stores recomputed, pools with the archive as it
+    would have with the workdir, and the pooled report archives both parts again."""
+    import shutil
+
+    from probe.report.schema import ARCHIVE_DIR
+
+    a = _workdir(tmp_path / "a", (0, 1, 2))
+    make_report(a, tmp_path / "rep1")
+    archive = tmp_path / "rep1" / ARCHIVE_DIR / "part-1"
+    from_workdir = make_report([a, _workdir(tmp_path / "b", (3, 4, 5))], tmp_path / "with-workdir")
+    shutil.rmtree(a)                                             # part 1's workdir gone, its report's archive left
+    out = make_report([archive, tmp_path / "b"], tmp_path / "rep")
+    summary = json.loads(out["summary"].read_text())
+    assert len(summary["datasets"]) == 1
+    cells = summary["tables"]["mig"]["models"]["beta-vae"]["datasets"]["dsprites"]
+    assert cells["orig"]["n"] == 6 and sorted(cells["orig"]["seeds"]) == [0, 1, 2, 3, 4, 5]
+    # the same numbers as pooling the two workdirs while the first still stood
+    assert summary["tables"] == json.loads(from_workdir["summary"].read_text())["tables"]
+    assert summary["datasets"] == json.loads(from_workdir["summary"].read_text())["datasets"]
+    for part in ("part-1", "part-2"):
+        assert load_inputs(tmp_path / "rep" / ARCHIVE_DIR / part)["runs"]
