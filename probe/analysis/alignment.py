@@ -182,7 +182,8 @@ def block_columns(eigenvalues, num_latent: int, ratio: float = DEGENERATE_RATIO)
     (``spectral_blocks``), a block that runs past ``num_latent`` cut there: the groups inside which a rotation of the
     components is not identified (``probe.metrics.block_capture`` reads each one invariantly to it)."""
     last = int(num_latent) - 1
-    return [list(range(b["start"], min(b["end"], last) + 1)) for b in spectral_blocks(eigenvalues, num_latent, ratio)["blocks"]]
+    blocks = spectral_blocks(eigenvalues, num_latent, ratio)["blocks"]
+    return [list(range(b["start"], min(b["end"], last) + 1)) for b in blocks]
 
 
 def block_alignment(decoder: np.ndarray, eigenvectors: np.ndarray, blocks: list[dict]) -> dict:

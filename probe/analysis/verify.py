@@ -207,8 +207,8 @@ def principal_scores(images: np.ndarray, k: int, seed: int = 0) -> tuple[np.ndar
     """The scores of ``images`` [N, ...] on their top ``k`` principal components [N, k], those components'
     eigenvalues [k] and the sample's total variance (so ``eigenvalues.sum() / total`` is the share they carry).
     Computes in the images' floating dtype (integers become float32): a 5,000-image sample at 64×64×3 is 0.25 GB in
-    float32 against 0.5 GB in float64, and the scores feed R² readings, not digits that float32 would move. The
-    centred copy is never held: ``top_principal_directions`` centres its own, the scores are shifted by the mean's."""
+    float32 against 0.5 GB in float64, and the scores feed R² readings, not digits that float32 would move. One centred
+    copy only (``top_principal_directions``' own): the scores are the raw projections less the mean's."""
     flat = np.asarray(images).reshape(len(images), -1)
     if not np.issubdtype(flat.dtype, np.floating):
         flat = flat.astype(np.float32)
@@ -216,7 +216,7 @@ def principal_scores(images: np.ndarray, k: int, seed: int = 0) -> tuple[np.ndar
     values, directions = top_principal_directions(flat, k, seed=seed)
     directions = directions.astype(flat.dtype, copy=False)
     scores = flat @ directions - mean @ directions
-    # the total in float64, a few thousand rows at a time (the squares of a float32 sample would round)
+    # the total in float64, ≈ 512 rows at a time (the squares of a float32 sample would round)
     chunks = np.array_split(flat, max(1, len(flat) // 512))
     total = sum(float(np.square(chunk - mean, dtype=np.float64).sum()) for chunk in chunks)
     return scores, values, total / max(len(flat) - 1, 1)
