@@ -188,7 +188,7 @@ def test_a_reports_archived_inputs_pool_with_a_later_workdir_after_the_first_is_
     cells = summary["tables"]["mig"]["models"]["beta-vae"]["datasets"]["dsprites"]
     assert cells["orig"]["n"] == 6 and sorted(cells["orig"]["seeds"]) == [0, 1, 2, 3, 4, 5]
     # the same numbers as pooling the two workdirs while the first still stood
-    assert summary["tables"] == json.loads(from_workdir["summary"].read_text())["tables"]
-    assert summary["datasets"] == json.loads(from_workdir["summary"].read_text())["datasets"]
+    expected = json.loads(from_workdir["summary"].read_text())
+    assert summary["tables"] == expected["tables"] and summary["datasets"] == expected["datasets"]
     for part in ("part-1", "part-2"):
         assert load_inputs(tmp_path / "rep" / ARCHIVE_DIR / part)["runs"]
