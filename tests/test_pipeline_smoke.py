@@ -267,6 +267,40 @@ def test_models_retrained_on_the_random_m_get_its_store_and_a_section_of_their_o
     assert list(summary["random_m"]["dsprites"]["models"]) == ["beta-vae"]
 
 
+def test_robustness_trains_the_scaled_runs_batched_as_alone_and_evaluates_them(smoke, tmp_path):
+    # §5.3's stage (off in the smoke preset): the β-VAE at 0.5 × its Table 2 β on orig and mod, two seeds trained as
+    # one batched job per variant, then each run's metrics and alignment in the same job. Everything before it is the
+    # shared workdir's (retrain and evaluate included: robustness's settings are in no other stage's digest).
+    wd = tmp_path / "robust"
+    _copy_upstream(smoke.workdir, wd)
+    for stage in ("retrain", "evaluate"):
+        shutil.copytree(smoke.workdir / stage, wd / stage, symlinks=True, copy_function=os.link)
+    over = {"robustness.enabled": True, "robustness.models": ["beta-vae"], "robustness.scales": [0.5]}
+    batched = run_pipeline(PIPELINE, workdir=wd, preset="smoke", scheduler="synchronous", progress=False,
+                           until="robustness", overrides={**over, "robustness.seeds": 2})
+    assert [r.name for r in batched.reports if not r.cached] == ["robustness"]
+    runs = {(r["variant"], r["seed"]): r for r in batched.results["robustness"]["jobs"].values()}
+    assert set(runs) == {(v, s) for v in ("orig", "mod") for s in (100, 101)}
+    ri = load_inputs(smoke.workdir)
+    stores = {v: ri["stores"][v]["digest"] for v in ("orig", "mod")}
+    for (variant, seed), r in runs.items():
+        assert r["model"] == "beta-vae" and r["scale"] == 0.5
+        assert r["hyperparameter"] == {"name": "beta", "value": 4.0}  # 0.5 × Table 2's β = 8 for dSprites
+        config = json.loads((Path(r["run_dir"]) / "config.json").read_text())
+        assert config["model_config"]["beta"] == 4.0 and config["store"]["digest"] == stores[variant]
+        assert 0.0 <= r["metrics"]["metrics"]["mig"]["mig"] <= 1.0  # evaluate_run's record, as the evaluate stage's
+        assert r["metrics"]["settings"]["run_dir"] == r["run_dir"]
+        assert set(r["alignment"]) >= {"entangled", "disentangled"}
+    # one seed: each variant's job runs alone (no batch), and gives the batched member's numbers
+    alone = run_pipeline(PIPELINE, workdir=wd, preset="smoke", scheduler="synchronous", progress=False,
+                         until="robustness", overrides={**over, "robustness.seeds": 1})
+    single = {(r["variant"], r["seed"]): r for r in alone.results["robustness"]["jobs"].values()}
+    assert set(single) == {("orig", 100), ("mod", 100)}
+    for key, r in single.items():
+        assert r["metrics"]["metrics"] == runs[key]["metrics"]["metrics"], key
+        assert r["alignment"] == runs[key]["alignment"], key
+
+
 def _wait_for(path: Path, timeout: float = 60) -> None:
     deadline = time.time() + timeout
     while not path.exists():

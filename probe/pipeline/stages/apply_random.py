@@ -14,6 +14,7 @@ from __future__ import annotations
 from probe.errors import UserError
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.stages import apply, manipulate_random, store
+from probe.pipeline.stages.common import retrain_table, trained_variants
 from probe.pipeline.stages.face import StoreResult, input_names
 from probe.pipeline.variants import RANDOM_M
 from probe.pipeline.worker import JobContext
@@ -35,9 +36,8 @@ def result(inputs: dict) -> StoreResult | None:
 
 def wanted(config: dict) -> bool:
     """Whether some retrained model trains on ``mod-random``."""
-    from probe.pipeline.stages import retrain  # retrain reads the stores' stages, this one among them
-
-    return "retrain" in config and RANDOM_M in retrain.all_variants(retrain.settings(config))
+    table = retrain_table(config)
+    return table is not None and RANDOM_M in trained_variants(table)
 
 
 def check(config: dict, *, deep: bool = True) -> None:

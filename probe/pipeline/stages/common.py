@@ -24,7 +24,7 @@ KEEP_FINAL_WEIGHTS = "final-weights"  # RunFolder.compact: the final weights onl
 KEEP_CHOICES = (KEEP_ALL, KEEP_FINAL_WEIGHTS)
 
 
-# the training run a training job keeps in its job folder (job_train, job_train_batch; probe pipeline status reads it)
+# the training run a training job keeps in its job folder (train_job, train_jobs; probe pipeline status reads it)
 JOB_RUN = "run"
 
 
@@ -81,6 +81,17 @@ def check_models(dataset: str, models: list[tuple[str, dict, dict]], hyperparame
                             f"(known: {', '.join(sorted(resolved))})")
 
 
+# the retrain stage's name, which is also its TOML table's. stages.retrain takes its NAME from here so that the stages
+# it reads can ask what it trains (retrain_table, trained_variants) without importing it: apply-random makes its store
+# only where a model is retrained on mod-random
+RETRAIN = "retrain"
+
+
+def retrain_table(config: dict) -> dict | None:
+    """The ``[retrain]`` table of a pipeline config; None where the pipeline retrains nothing."""
+    return config.get(RETRAIN)
+
+
 # -- training runs --------------------------------------------------------------------------------------
 
 def run_key(model: str, variant: str, seed: int, scale: float | None = None) -> str:
@@ -101,6 +112,18 @@ def retrain_seeds(retrain: dict) -> range:
     return range(first, first + int(retrain["seeds"]))
 
 
+def model_variants(retrain: dict, model: str) -> list[str]:
+    """The variants ``model`` is retrained on: ``retrain.model_variants[model]``, else ``retrain.variants`` (the
+    control trains the β-VAE on its L1 and L3 stores too, the AE and PCL on orig, mod and noise only)."""
+    return list((retrain.get("model_variants") or {}).get(model) or retrain["variants"])
+
+
+def trained_variants(retrain: dict) -> list[str]:
+    """Every variant some model of the ``[retrain]`` table ``retrain`` is trained on (the retrain stage reads their
+    stores; apply-random makes its store only when ``mod-random`` is among them)."""
+    return list(dict.fromkeys(v for m in retrain["models"] for v in model_variants(retrain, m)))
+
+
 def model_train(retrain: dict, model: str) -> dict:
     """The retrain stage's train settings for ``model``: ``retrain.train`` with ``retrain.model_train[model]`` on top
     (a preset trains each model as long as it needs, e.g. the AE shorter than the β-VAE)."""
@@ -111,52 +134,42 @@ def primary_hyperparameter(config: dict, model: str) -> str | None:
     return (config.get("hyperparameters") or {}).get(model) or None
 
 
-def job_train(ctx: JobContext, *, run_config: dict, variant: str, model: str, seed: int,
-              hyperparameter: str | None = None, scale: float | None = None, evaluate: dict | None = None,
-              keep: str = KEEP_ALL) -> dict:
-    """One training run on the store of ``variant``; with ``scale``, the primary hyperparameter's
-    resolved (literature) value is multiplied by it; with ``evaluate``, the run is also evaluated; ``keep``: the
-    pipeline's ``keep_checkpoints`` setting, applied once the run is finished."""
+def train_job(ctx: JobContext, store_path, *, run_config: dict, variant: str, model: str, seed: int,
+              hyperparameter: str | None = None, scale: float | None = None, keep: str = KEEP_ALL) -> dict:
+    """One training run on the store at ``store_path`` (the calling stage's job function resolves it from the job's
+    inputs: ``variant``'s store), kept in the job folder; with ``scale``, the primary hyperparameter's resolved
+    (literature) value is multiplied by it; ``keep``: the pipeline's ``keep_checkpoints`` setting, applied once the
+    run is finished."""
     from probe.train import train_run
 
-    store_path, run_config, hp = _prepare_train(ctx, run_config, variant, model, hyperparameter, scale)
+    run_config, hp = _prepare_train(run_config, store_path, model, hyperparameter, scale)
     run_dir = train_run(run_config, store_path, ctx.job_dir / JOB_RUN, resume=True, device=ctx.device, progress=False)
-    return _train_result(ctx, run_dir, store_path, hp, variant=variant, model=model, seed=seed, scale=scale,
-                         evaluate=evaluate, keep=keep)
+    return _train_result(run_dir, hp, variant=variant, model=model, seed=seed, scale=scale, keep=keep)
 
 
-def job_train_batch(contexts: list[JobContext], members: list[dict]) -> list:
-    """``job_train`` for jobs that differ only in seed, trained as one batched job (probe.train.batched): one
-    result or exception per member, each the result ``job_train`` gives."""
+def train_jobs(contexts: list[JobContext], store_paths: list, members: list[dict]) -> list:
+    """``train_job`` for jobs that differ only in seed (``members``: their keyword arguments; ``store_paths``: each
+    one's store, all the same), trained as one batched job (probe.train.batched): one result or exception per member,
+    each the result ``train_job`` gives."""
     from probe.train.batched import train_runs
 
-    prepared = [_prepare_train(ctx, kw["run_config"], kw["variant"], kw["model"], kw.get("hyperparameter"),
-                               kw.get("scale")) for ctx, kw in zip(contexts, members)]
-    store_paths = {str(p[0]) for p in prepared}
-    if len(store_paths) != 1:
-        raise ValueError(f"a batched job trains on one store, got {sorted(store_paths)}")
-    outcomes = train_runs([p[1] for p in prepared], prepared[0][0], [ctx.job_dir / JOB_RUN for ctx in contexts],
+    if len({str(p) for p in store_paths}) != 1:
+        raise ValueError(f"a batched job trains on one store, got {sorted({str(p) for p in store_paths})}")
+    prepared = [_prepare_train(kw["run_config"], path, kw["model"], kw.get("hyperparameter"), kw.get("scale"))
+                for path, kw in zip(store_paths, members)]
+    outcomes = train_runs([p[0] for p in prepared], store_paths[0], [ctx.job_dir / JOB_RUN for ctx in contexts],
                           device=contexts[0].device)
-    results = []
-    for ctx, kw, (store_path, _, hp), outcome in zip(contexts, members, prepared, outcomes):
-        if isinstance(outcome, BaseException):
-            results.append(outcome)
-            continue
-        results.append(_train_result(ctx, outcome, store_path, hp, variant=kw["variant"], model=kw["model"],
-                                     seed=kw["seed"], scale=kw.get("scale"), evaluate=kw.get("evaluate"),
-                                     keep=kw.get("keep", KEEP_ALL)))
-    return results
+    return [outcome if isinstance(outcome, BaseException)
+            else _train_result(outcome, hp, variant=kw["variant"], model=kw["model"], seed=kw["seed"],
+                               scale=kw.get("scale"), keep=kw.get("keep", KEEP_ALL))
+            for kw, (_, hp), outcome in zip(members, prepared, outcomes)]
 
 
-def _prepare_train(ctx: JobContext, run_config: dict, variant: str, model: str, hyperparameter: str | None,
-                   scale: float | None):
-    """(store path, run config, {"name", "value"} of the primary hyperparameter). The trainer resolves the model
-    config (probe.train); only a scaled run (robustness) resolves it here first, to multiply the literature value and
-    write the product into its run config. Otherwise the value is read after training from the run's own resolved
-    config (``_train_result``), so the model config is resolved once per run."""
-    from probe.pipeline.stages.stores import variant_store
-
-    store_path = variant_store(ctx.inputs, variant)
+def _prepare_train(run_config: dict, store_path, model: str, hyperparameter: str | None, scale: float | None):
+    """(run config, {"name", "value"} of the primary hyperparameter). The trainer resolves the model config
+    (probe.train); only a scaled run (robustness) resolves it here first, to multiply the literature value and write
+    the product into its run config. Otherwise the value is read after training from the run's own resolved config
+    (``_train_result``), so the model config is resolved once per run."""
     run_config = json.loads(json.dumps(run_config))
     hp = {"name": hyperparameter, "value": None}
     if scale is not None:
@@ -167,12 +180,10 @@ def _prepare_train(ctx: JobContext, run_config: dict, variant: str, model: str, 
         resolved = resolve_run_config(run_config, store_path)
         hp["value"] = float(resolved["model_config"][hyperparameter]) * float(scale)
         run_config.setdefault("model_config", {})[hyperparameter] = hp["value"]
-    return store_path, run_config, hp
+    return run_config, hp
 
 
-def _train_result(ctx: JobContext, run_dir, store_path, hp: dict, *, variant: str, model: str, seed: int,
-                  scale: float | None, evaluate: dict | None, keep: str) -> dict:
-    from probe.pipeline.stages.alignment import run_alignment
+def _train_result(run_dir, hp: dict, *, variant: str, model: str, seed: int, scale: float | None, keep: str) -> dict:
     from probe.train import RunFolder
 
     keep_run(run_dir, keep)
@@ -182,9 +193,6 @@ def _train_result(ctx: JobContext, run_dir, store_path, hp: dict, *, variant: st
               "curve": str(RunFolder(run_dir).log_path)}
     if scale is not None:
         result["scale"] = float(scale)
-    if evaluate is not None:
-        result["metrics"] = evaluate_metrics(run_dir, store_path, evaluate)
-        result.update(run_alignment(ctx.inputs, run_dir, store_path, evaluate))
     return result
 
 

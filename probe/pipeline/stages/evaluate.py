@@ -6,7 +6,7 @@ from __future__ import annotations
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.stages import manipulate, retrain, select
 from probe.pipeline.stages.alignment import run_alignment
-from probe.pipeline.stages.common import evaluate_metrics
+from probe.pipeline.stages.common import evaluate_metrics, trained_variants
 from probe.pipeline.stages.face import input_names
 from probe.pipeline.stages.stores import variant_stages, variant_store
 from probe.pipeline.worker import JobContext
@@ -16,7 +16,7 @@ NAME = "evaluate"
 
 def input_stages(config: dict) -> tuple:
     # manipulate: the runs m(w) was trained against, the alignment's references (stages.alignment.reference_runs)
-    return (retrain, select, manipulate, *variant_stages(retrain.all_variants(retrain.settings(config))))
+    return (retrain, select, manipulate, *variant_stages(trained_variants(retrain.settings(config))))
 
 
 def job_evaluate(ctx: JobContext, *, run: str, settings: dict) -> dict:

@@ -65,7 +65,7 @@ class StoreResult:
 
 @dataclasses.dataclass(frozen=True)
 class TrainedRun:
-    """One training job's result (``probe.pipeline.stages.common.job_train``): restarts, retrain, robustness and the
+    """One training job's result (``probe.pipeline.stages.common.train_job``): restarts, retrain, robustness and the
     audit's plug-in runs. ``raw`` is the job's whole record (metrics and alignment for robustness runs)."""
 
     key: str

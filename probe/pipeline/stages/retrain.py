@@ -5,18 +5,20 @@ from __future__ import annotations
 from probe.errors import UserError
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.stages import dose
-from probe.pipeline.stages.common import (KEEP_CHECKPOINTS, check_models, job_train, job_train_batch, keep_checkpoints,
-                                          model_train, primary_hyperparameter, retrain_seeds, run_config, run_key)
+from probe.pipeline.stages.common import (KEEP_CHECKPOINTS, RETRAIN, check_models, keep_checkpoints, model_train,
+                                          model_variants, primary_hyperparameter, retrain_seeds, run_config, run_key,
+                                          train_job, train_jobs, trained_variants)
 from probe.pipeline.stages.face import TrainedRun, input_names, trained_runs
-from probe.pipeline.stages.stores import variant_stages
+from probe.pipeline.stages.stores import variant_stages, variant_store
 from probe.pipeline.variants import check_variant, dose_scale
+from probe.pipeline.worker import JobContext
 
-NAME = "retrain"
+NAME = RETRAIN
 
 
 def input_stages(config: dict) -> tuple:
     """The stages whose results the jobs read: the stores of the variants the stage trains on."""
-    return variant_stages(all_variants(settings(config)))
+    return variant_stages(trained_variants(settings(config)))
 
 
 def settings(config: dict) -> dict:
@@ -32,31 +34,31 @@ def train_steps(config: dict) -> dict:
     return {"steps": rt["train"].get("steps"), "model_steps": {m: model_train(rt, m).get("steps") for m in models}}
 
 
+def job_retrain(ctx: JobContext, **kwargs) -> dict:
+    """One retrained run on its variant's store (``common.train_job``'s keyword arguments)."""
+    return train_job(ctx, variant_store(ctx.inputs, kwargs["variant"]), **kwargs)
+
+
+def job_retrain_batch(contexts: list[JobContext], members: list[dict]) -> list:
+    """``job_retrain`` for the seeds of one model and variant, trained as one batched job."""
+    return train_jobs(contexts, [variant_store(ctx.inputs, kw["variant"]) for ctx, kw in zip(contexts, members)],
+                      members)
+
+
 def retrain_jobs(config: dict, retrain: dict) -> list[Job]:
     """The retrain stage's jobs for its config ``retrain`` (the evaluate stage evaluates each of them)."""
     dataset = config["pipeline"]["dataset"]
-    return [Job(run_key(m, v, s), job_train, {
+    return [Job(run_key(m, v, s), job_retrain, {
         "run_config": run_config(m, dataset, s, model_train(retrain, m), retrain["model_config"]), "variant": v,
         "model": m, "seed": s, "hyperparameter": primary_hyperparameter(config, m), "keep": keep_checkpoints(config)},
         work=model_train(retrain, m)["steps"],
-        batch=f"{m}-{v}", batch_fn=job_train_batch)
+        batch=f"{m}-{v}", batch_fn=job_retrain_batch)
         for m in retrain["models"] for v in model_variants(retrain, m) for s in retrain_seeds(retrain)]
 
 
 def run_keys(config: dict) -> list[str]:
     """The job key of every retrained run (the evaluate stage evaluates each)."""
     return [j.key for j in retrain_jobs(config, settings(config))]
-
-
-def all_variants(retrain: dict) -> list[str]:
-    """Every variant some model of ``retrain`` is trained on."""
-    return list(dict.fromkeys(v for m in retrain["models"] for v in model_variants(retrain, m)))
-
-
-def model_variants(retrain: dict, model: str) -> list[str]:
-    """The variants ``model`` is retrained on: ``retrain.model_variants[model]``, else ``retrain.variants`` (the
-    control trains the β-VAE on its L1 and L3 stores too, the AE and PCL on orig, mod and noise only)."""
-    return list((retrain.get("model_variants") or {}).get(model) or retrain["variants"])
 
 
 def result(inputs: dict) -> dict[str, TrainedRun]:
@@ -76,7 +78,7 @@ def check(config: dict, *, deep: bool = True) -> None:
     check_count(f"{NAME}.seeds", rt["seeds"])
     if not rt["models"]:
         raise UserError(f"{NAME}.models is empty")
-    variants = all_variants(rt)
+    variants = trained_variants(rt)
     for v in variants:
         check_variant(v)
     scales = dose.variants(config)

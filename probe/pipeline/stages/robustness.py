@@ -7,10 +7,14 @@ from __future__ import annotations
 from probe.errors import UserError
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.stages import apply, evaluate, noise, retrain, select, store
-from probe.pipeline.stages.common import (KEEP_CHECKPOINTS, check_count, check_models, job_train, job_train_batch,
-                                          keep_checkpoints, primary_hyperparameter, retrain_seeds, run_config, run_key)
+from probe.pipeline.stages.alignment import run_alignment
+from probe.pipeline.stages.common import (KEEP_CHECKPOINTS, check_count, check_models, evaluate_metrics,
+                                          keep_checkpoints, primary_hyperparameter, retrain_seeds, run_config, run_key,
+                                          train_job, train_jobs)
 from probe.pipeline.stages.face import TrainedRun, input_names, trained_runs
+from probe.pipeline.stages.stores import variant_store
 from probe.pipeline.variants import VARIANTS
+from probe.pipeline.worker import JobContext
 
 NAME = "robustness"
 INPUTS = (store, select, apply, noise)
@@ -19,6 +23,26 @@ INPUTS = (store, select, apply, noise)
 def result(inputs: dict) -> dict[str, TrainedRun]:
     """``{job key: TrainedRun}``; each run's record holds its metrics and alignment (``TrainedRun.raw``)."""
     return trained_runs(inputs[NAME]["jobs"])
+
+
+def job_robustness(ctx: JobContext, *, evaluate: dict, **kwargs) -> dict:
+    """One run at a scaled hyperparameter on its variant's store, then its metrics and alignment (``evaluate``: the
+    evaluate stage's settings; the other keyword arguments are ``common.train_job``'s)."""
+    store_path = variant_store(ctx.inputs, kwargs["variant"])
+    return _evaluated(ctx, train_job(ctx, store_path, **kwargs), store_path, evaluate)
+
+
+def job_robustness_batch(contexts: list[JobContext], members: list[dict]) -> list:
+    """``job_robustness`` for the seeds of one model, scale and variant, trained as one batched job."""
+    paths = [variant_store(ctx.inputs, kw["variant"]) for ctx, kw in zip(contexts, members)]
+    outcomes = train_jobs(contexts, paths, [{k: v for k, v in kw.items() if k != "evaluate"} for kw in members])
+    return [outcome if isinstance(outcome, BaseException) else _evaluated(ctx, outcome, path, kw["evaluate"])
+            for ctx, path, kw, outcome in zip(contexts, paths, members, outcomes)]
+
+
+def _evaluated(ctx: JobContext, run: dict, store_path, settings: dict) -> dict:
+    return {**run, "metrics": evaluate_metrics(run["run_dir"], store_path, settings),
+            **run_alignment(ctx.inputs, run["run_dir"], store_path, settings)}
 
 
 def check(config: dict, *, deep: bool = True) -> None:
@@ -47,11 +71,11 @@ def stage(config: dict, meta: dict) -> Stage:
             return []
         models = c["models"] or [m for m in rt["models"] if primary_hyperparameter(config, m)]
         train = c["train"] or rt["train"]
-        return [Job(run_key(m, v, s, x), job_train, {
+        return [Job(run_key(m, v, s, x), job_robustness, {
             "run_config": run_config(m, dataset, s, train, rt["model_config"]), "variant": v, "model": m, "seed": s,
             "hyperparameter": primary_hyperparameter(config, m), "scale": float(x), "evaluate": settings,
             "keep": c[KEEP_CHECKPOINTS]},
-            work=train["steps"] + 1, batch=f"{m}-x{x:g}-{v}", batch_fn=job_train_batch)
+            work=train["steps"] + 1, batch=f"{m}-x{x:g}-{v}", batch_fn=job_robustness_batch)
             for m in models for x in c["scales"] for v in c["variants"]
             for s in retrain_seeds({**rt, "seeds": c["seeds"]})]
 
