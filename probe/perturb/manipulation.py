@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from probe.models.nets.locatello import DeconvDecoder, glorot_init, num_stages
+from probe.models.nets.locatello import DeconvDecoder, bottleneck_dense, glorot_init, upsampling_stack
 
 
 BOTTLENECK_EMBEDDINGS = ("linear", "circle", "odd")  # what the renderer sees of s (ManipulationNet)
@@ -82,19 +82,10 @@ class ResizeConvDecoder(nn.Module):
 
     def __init__(self, image_shape: tuple[int, int, int], num_latent: int, mode: str = "nearest"):
         super().__init__()
-        channels, height, _ = image_shape
-        n = num_stages(height)
-        outs = [64] + [32] * (n - 2) + [channels] if n >= 2 else [channels]
-        self.dense = nn.Sequential(nn.Linear(num_latent, 256), nn.ReLU(), nn.Linear(256, 1024), nn.ReLU())
-        layers: list[nn.Module] = []
-        in_ch = 64
-        for i, out_ch in enumerate(outs):
-            layers.append(nn.Upsample(scale_factor=2, mode=mode, **({} if mode == "nearest" else {"align_corners": False})))
-            layers.append(nn.Conv2d(in_ch, out_ch, 3, padding=1, padding_mode="replicate"))
-            if i < len(outs) - 1:
-                layers.append(nn.ReLU())
-            in_ch = out_ch
-        self.deconv = nn.Sequential(*layers)
+        resize = {} if mode == "nearest" else {"align_corners": False}
+        self.dense = bottleneck_dense(num_latent)
+        self.deconv = upsampling_stack(image_shape, lambda i, o: [nn.Upsample(scale_factor=2, mode=mode, **resize),
+                                                                  nn.Conv2d(i, o, 3, padding=1, padding_mode="replicate")])
         glorot_init(self)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:

@@ -28,6 +28,31 @@ def encoder_stages(resolution: int) -> list[tuple[int, int]]:
     return [(32, 4)] * max(n - 2, 0) + [(64, 2)] * min(n, 2)
 
 
+def decoder_stages(image_shape: tuple[int, int, int]) -> list[int]:
+    """Out channels per ×2 upsampling stage of the decoder, from the 4×4×64 bottleneck to the image's channels:
+    [64, 32, 32, C] at 64×64 (the transposed-convolution decoder and the manipulation's resize renderer share it)."""
+    channels, height, _ = image_shape
+    n = num_stages(height)
+    return [64] + [32] * (n - 2) + [channels] if n >= 2 else [channels]
+
+
+def upsampling_stack(image_shape: tuple[int, int, int], stage) -> nn.Sequential:
+    """The decoder's stages from the 4×4×64 bottleneck to the image: ``stage(in_channels, out_channels)`` gives one
+    ×2 stage's modules (``decoder_stages``' widths); ReLU between stages, none after the last (logits)."""
+    outs = decoder_stages(image_shape)
+    layers: list[nn.Module] = []
+    for i, (in_ch, out_ch) in enumerate(zip([64] + outs[:-1], outs)):
+        layers += stage(in_ch, out_ch)
+        if i < len(outs) - 1:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+def bottleneck_dense(num_latent: int) -> nn.Sequential:
+    """The decoder's dense part: latents -> 256 -> 1024 units (the 4×4×64 bottleneck), ReLU after each."""
+    return nn.Sequential(nn.Linear(num_latent, 256), nn.ReLU(), nn.Linear(256, 1024), nn.ReLU())
+
+
 def glorot_init(module: nn.Module) -> None:
     for m in module.modules():
         if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
@@ -67,18 +92,8 @@ class DeconvDecoder(nn.Module):
 
     def __init__(self, image_shape: tuple[int, int, int], num_latent: int):
         super().__init__()
-        channels, height, _ = image_shape
-        n = num_stages(height)
-        outs = [64] + [32] * (n - 2) + [channels] if n >= 2 else [channels]
-        self.dense = nn.Sequential(nn.Linear(num_latent, 256), nn.ReLU(), nn.Linear(256, 1024), nn.ReLU())
-        layers: list[nn.Module] = []
-        in_ch = 64
-        for i, out_ch in enumerate(outs):
-            layers.append(nn.ConvTranspose2d(in_ch, out_ch, 4, stride=2, padding=1))
-            if i < len(outs) - 1:
-                layers.append(nn.ReLU())
-            in_ch = out_ch
-        self.deconv = nn.Sequential(*layers)
+        self.dense = bottleneck_dense(num_latent)
+        self.deconv = upsampling_stack(image_shape, lambda i, o: [nn.ConvTranspose2d(i, o, 4, stride=2, padding=1)])
         glorot_init(self)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
