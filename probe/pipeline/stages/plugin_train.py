@@ -7,9 +7,9 @@ from probe.errors import UserError
 from probe.pipeline.audit import audit_table, plugin_error
 from probe.pipeline.engine import Job, Stage
 from probe.pipeline.stages import apply, noise, store
-from probe.pipeline.stages.common import retrain_seeds, run_key, train_job
+from probe.pipeline.stages.common import retrain_seeds, run_key
 from probe.pipeline.stages.face import TrainedRun, input_names, trained_runs
-from probe.pipeline.stages.stores import variant_store
+from probe.pipeline.stages.stores import job_train_variant
 from probe.pipeline.worker import JobContext
 
 NAME = "plugin-train"
@@ -18,8 +18,7 @@ INPUTS = (store, apply, noise)
 
 def job_plugin_train(ctx: JobContext, *, label: str, model: str, variant: str, seed: int, run_config: dict) -> dict:
     try:
-        return train_job(ctx, variant_store(ctx.inputs, variant), run_config=run_config, variant=variant, model=model,
-                         seed=seed)
+        return job_train_variant(ctx, run_config=run_config, variant=variant, model=model, seed=seed)
     except UserError as exc:  # e.g. the trainer's "training diverged: ... NaN ... at step N"
         raise plugin_error(label, exc) from None
     except Exception as exc:

@@ -7,11 +7,10 @@ from probe.pipeline.engine import Job, Stage
 from probe.pipeline.stages import dose
 from probe.pipeline.stages.common import (KEEP_CHECKPOINTS, RETRAIN, check_models, keep_checkpoints, model_train,
                                           model_variants, primary_hyperparameter, retrain_seeds, run_config, run_key,
-                                          train_job, train_jobs, trained_variants)
+                                          trained_variants)
 from probe.pipeline.stages.face import TrainedRun, input_names, trained_runs
-from probe.pipeline.stages.stores import variant_stages, variant_store
+from probe.pipeline.stages.stores import job_train_variant, job_train_variant_batch, variant_stages
 from probe.pipeline.variants import check_variant, dose_scale
-from probe.pipeline.worker import JobContext
 
 NAME = RETRAIN
 
@@ -34,25 +33,14 @@ def train_steps(config: dict) -> dict:
     return {"steps": rt["train"].get("steps"), "model_steps": {m: model_train(rt, m).get("steps") for m in models}}
 
 
-def job_retrain(ctx: JobContext, **kwargs) -> dict:
-    """One retrained run on its variant's store (``common.train_job``'s keyword arguments)."""
-    return train_job(ctx, variant_store(ctx.inputs, kwargs["variant"]), **kwargs)
-
-
-def job_retrain_batch(contexts: list[JobContext], members: list[dict]) -> list:
-    """``job_retrain`` for the seeds of one model and variant, trained as one batched job."""
-    return train_jobs(contexts, [variant_store(ctx.inputs, kw["variant"]) for ctx, kw in zip(contexts, members)],
-                      members)
-
-
 def retrain_jobs(config: dict, retrain: dict) -> list[Job]:
     """The retrain stage's jobs for its config ``retrain`` (the evaluate stage evaluates each of them)."""
     dataset = config["pipeline"]["dataset"]
-    return [Job(run_key(m, v, s), job_retrain, {
+    return [Job(run_key(m, v, s), job_train_variant, {
         "run_config": run_config(m, dataset, s, model_train(retrain, m), retrain["model_config"]), "variant": v,
         "model": m, "seed": s, "hyperparameter": primary_hyperparameter(config, m), "keep": keep_checkpoints(config)},
         work=model_train(retrain, m)["steps"],
-        batch=f"{m}-{v}", batch_fn=job_retrain_batch)
+        batch=f"{m}-{v}", batch_fn=job_train_variant_batch)
         for m in retrain["models"] for v in model_variants(retrain, m) for s in retrain_seeds(retrain)]
 
 

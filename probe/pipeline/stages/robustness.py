@@ -9,10 +9,9 @@ from probe.pipeline.engine import Job, Stage
 from probe.pipeline.stages import apply, evaluate, noise, retrain, select, store
 from probe.pipeline.stages.alignment import run_alignment
 from probe.pipeline.stages.common import (KEEP_CHECKPOINTS, check_count, check_models, evaluate_metrics,
-                                          keep_checkpoints, primary_hyperparameter, retrain_seeds, run_config, run_key,
-                                          train_job, train_jobs)
+                                          keep_checkpoints, primary_hyperparameter, retrain_seeds, run_config, run_key)
 from probe.pipeline.stages.face import TrainedRun, input_names, trained_runs
-from probe.pipeline.stages.stores import variant_store
+from probe.pipeline.stages.stores import job_train_variant, job_train_variant_batch, variant_store
 from probe.pipeline.variants import VARIANTS
 from probe.pipeline.worker import JobContext
 
@@ -28,19 +27,18 @@ def result(inputs: dict) -> dict[str, TrainedRun]:
 def job_robustness(ctx: JobContext, *, evaluate: dict, **kwargs) -> dict:
     """One run at a scaled hyperparameter on its variant's store, then its metrics and alignment (``evaluate``: the
     evaluate stage's settings; the other keyword arguments are ``common.train_job``'s)."""
-    store_path = variant_store(ctx.inputs, kwargs["variant"])
-    return _evaluated(ctx, train_job(ctx, store_path, **kwargs), store_path, evaluate)
+    return _evaluated(ctx, job_train_variant(ctx, **kwargs), evaluate)
 
 
 def job_robustness_batch(contexts: list[JobContext], members: list[dict]) -> list:
     """``job_robustness`` for the seeds of one model, scale and variant, trained as one batched job."""
-    paths = [variant_store(ctx.inputs, kw["variant"]) for ctx, kw in zip(contexts, members)]
-    outcomes = train_jobs(contexts, paths, [{k: v for k, v in kw.items() if k != "evaluate"} for kw in members])
-    return [outcome if isinstance(outcome, BaseException) else _evaluated(ctx, outcome, path, kw["evaluate"])
-            for ctx, path, kw, outcome in zip(contexts, paths, members, outcomes)]
+    outcomes = job_train_variant_batch(contexts, [{k: v for k, v in kw.items() if k != "evaluate"} for kw in members])
+    return [outcome if isinstance(outcome, BaseException) else _evaluated(ctx, outcome, kw["evaluate"])
+            for ctx, kw, outcome in zip(contexts, members, outcomes)]
 
 
-def _evaluated(ctx: JobContext, run: dict, store_path, settings: dict) -> dict:
+def _evaluated(ctx: JobContext, run: dict, settings: dict) -> dict:
+    store_path = variant_store(ctx.inputs, run["variant"])
     return {**run, "metrics": evaluate_metrics(run["run_dir"], store_path, settings),
             **run_alignment(ctx.inputs, run["run_dir"], store_path, settings)}
 
