@@ -36,6 +36,28 @@ def test_generate_dsprites_cli_acceptance(tmp_path):
     assert 6 <= xs[0] <= 10 and 54 <= xs[1] <= 58
 
 
+def test_dsprites_geometry_options_size_and_move_the_sprite(tmp_path):
+    from probe.data.synth import dsprites
+
+    # square, scale 1, orientation 0, at posX 0 / 1 (posY 0.5)
+    values = np.array([[1.0, 1.0, 0.0, 0.0, 0.5], [1.0, 1.0, 0.0, 1.0, 0.5]])
+    np.testing.assert_array_equal(dsprites.render(values, 64, sprite_side=18 / 64, position_span=48 / 64),
+                                  dsprites.render(values, 64))  # the defaults are the official geometry
+    big = dsprites.render(values, 64, sprite_side=0.5, position_span=0.5)[..., 0]
+    columns = [np.nonzero(image.max(0))[0] for image in big]
+    assert all(31 <= len(c) <= 33 for c in columns)  # side 0.5 of 64 px
+    assert 15 <= columns[0].mean() <= 17 and 47 <= columns[1].mean() <= 49  # centre over 16..48 (span 0.5, centred)
+    out = tmp_path / "big.zarr"
+    assert run_cli(["datasets", "generate", "dsprites", "--out", str(out), "--factor-sizes", "1,1,1,2,2",
+                    "--resolution", "32", "--option", "sprite_side=0.5", "--option", "position_span=0.5"]) == 0
+    assert open_store(out).origin["config"]["options"] == {"sprite_side": 0.5, "position_span": 0.5}
+    for bad in (["--option", "sprite_side=0.9"], ["--option", "position_span=0"]):
+        bad_out = tmp_path / "bad.zarr"
+        assert run_cli(["datasets", "generate", "dsprites", "--out", str(bad_out), "--factor-sizes", "1,1,1,2,2",
+                        "--resolution", "16", *bad]) == 2
+        assert not bad_out.exists()
+
+
 def test_generate_shapes3d_cli_acceptance(tmp_path):
     out = tmp_path / "s3.zarr"
     sizes = [2, 2, 2, 2, 4, 2]
