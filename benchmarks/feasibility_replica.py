@@ -93,9 +93,29 @@ class Decoder(nn.Module):
         return self.net(self.dense(z).view(-1, 64, 4, 4))
 
 
-def train_one(images: torch.Tensor, seed: int, steps: int, beta: float, latents: int, lr: float, batch: int):
+def build(arch: str, init: str, latents: int, resolution: int):
+    """The replica's nets, or probe's (probe.models.nets.locatello at this resolution); PyTorch's or glorot init."""
+    if arch == "probe":
+        from probe.models.nets.locatello import ConvEncoder, DeconvDecoder
+
+        enc, dec = ConvEncoder((1, resolution, resolution), latents), DeconvDecoder((1, resolution, resolution), latents)
+    else:
+        enc, dec = Encoder(latents), Decoder(latents)
+    for net in (enc, dec):
+        for m in net.modules():
+            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
+                if init == "glorot":
+                    nn.init.xavier_uniform_(m.weight)
+                    nn.init.zeros_(m.bias)
+                else:
+                    m.reset_parameters()
+    return enc, dec
+
+
+def train_one(images: torch.Tensor, seed: int, steps: int, beta: float, latents: int, lr: float, batch: int,
+              arch: str = "replica", init: str = "default"):
     torch.manual_seed(seed)
-    enc, dec = Encoder(latents), Decoder(latents)
+    enc, dec = build(arch, init, latents, images.shape[-1])
     opt = torch.optim.Adam([*enc.parameters(), *dec.parameters()], lr=lr)
     g = torch.Generator().manual_seed(10_000 + seed)
     for _ in range(steps):
@@ -107,7 +127,7 @@ def train_one(images: torch.Tensor, seed: int, steps: int, beta: float, latents:
         opt.zero_grad()
         (rec + beta * kl).backward()
         opt.step()
-    return enc, float(rec), float(kl)
+    return enc, float(rec.detach()), float(kl.detach())
 
 
 def local_steps(store) -> dict:
@@ -125,6 +145,11 @@ def local_steps(store) -> dict:
     num = (dx * dy).sum(-1)
     den = np.sqrt((dx ** 2).sum(-1) * (dy ** 2).sum(-1))
     out["cos_posX_posY"] = round(float((num[den > 0] / den[den > 0]).mean()), 3)
+    # how far along posX two images of the same sprite still share pixels: an image distance that keeps growing with
+    # the position distance over the whole range orders the positions; one that saturates after a few steps does not
+    rows = np.moveaxis(grid, 3, -2).reshape(-1, store.factor_sizes[3], grid.shape[-1])  # [rest, posX, pixels]
+    shared = np.einsum("rip,rjp->rij", rows, rows) > 0
+    out["posX_pairs_overlapping"] = round(float(shared.mean()), 3)
     out["mean_pixel"] = round(float(images.mean()), 4)
     return out
 
@@ -147,6 +172,9 @@ def main(argv=None):
     t.add_argument("--latents", type=int, default=5)
     t.add_argument("--lr", type=float, default=5e-4)
     t.add_argument("--batch", type=int, default=64)
+    t.add_argument("--arch", choices=["replica", "probe"], default="replica",
+                   help="probe: probe's locatello nets at this resolution (conv k4, k2, k2 at 32×32) in this loop")
+    t.add_argument("--init", choices=["default", "glorot"], default="default")
     t.add_argument("--tag", default="")
     t.add_argument("--rows", default=None, help="append each row to this jsonl file")
     args = ap.parse_args(argv)
@@ -177,14 +205,14 @@ def main(argv=None):
     idx = np.sort(np.random.default_rng(0).choice(len(images), 10_000, replace=False))
     for seed in [int(s) for s in args.seeds.split(",")]:
         start = time.perf_counter()
-        enc, rec, kl = train_one(images, seed, args.steps, args.beta, args.latents, args.lr, args.batch)
+        enc, rec, kl = train_one(images, seed, args.steps, args.beta, args.latents, args.lr, args.batch, args.arch, args.init)
         with torch.no_grad():
             mu, logvar = enc(images[idx].float() / 255)
         codes = mu.numpy()
         nmi = histogram_nmi(codes, factors[idx])  # [factors, latents]
         top = np.sort(nmi, axis=1)[:, ::-1]
         row = {"tag": args.tag, "store": args.store, "seed": seed, "steps": args.steps, "beta": args.beta,
-               "latents": args.latents, "mig": round(float(mig(codes, factors[idx])["mig"]), 4),
+               "latents": args.latents, "arch": args.arch, "init": args.init, "mig": round(float(mig(codes, factors[idx])["mig"]), 4),
                "best_second": {n: [round(float(top[k, 0]), 2), round(float(top[k, 1]), 2)] for k, n in enumerate(NAMES)},
                "active": int((0.5 * (mu.pow(2).mean(0) + logvar.exp().mean(0) - logvar.mean(0) - 1) > 0.1).sum()),
                "rec": round(rec, 2), "kl": round(kl, 2), "wall_s": round(time.perf_counter() - start, 1)}
