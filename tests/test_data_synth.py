@@ -13,6 +13,20 @@ def run_cli(args):
     return exc.value.code
 
 
+def assert_options_recorded_and_checked(tmp_path, name: str, factor_sizes: str, good: dict, bads: list[dict]):
+    """`probe datasets generate NAME --option K=V ...`: the store records ``good``; each of ``bads`` is a user error
+    (exit 2) that leaves no store behind."""
+    def generate(out, options):
+        return run_cli(["datasets", "generate", name, "--out", str(out), "--factor-sizes", factor_sizes,
+                        "--resolution", "16", *[a for k, v in options.items() for a in ("--option", f"{k}={v}")]])
+
+    assert generate(tmp_path / "good.zarr", good) == 0
+    assert open_store(tmp_path / "good.zarr").origin["config"]["options"] == good
+    for bad in bads:
+        assert generate(tmp_path / "bad.zarr", bad) == 2
+        assert not (tmp_path / "bad.zarr").exists()
+
+
 def test_generate_dsprites_cli_acceptance(tmp_path):
     out = tmp_path / "ds.zarr"
     assert run_cli(["datasets", "generate", "dsprites", "--out", str(out), "--factor-sizes", "3,2,4,8,8"]) == 0
@@ -47,15 +61,8 @@ def test_dsprites_geometry_options_size_and_move_the_sprite(tmp_path):
     columns = [np.nonzero(image.max(0))[0] for image in big]
     assert all(31 <= len(c) <= 33 for c in columns)  # side 0.5 of 64 px
     assert 15 <= columns[0].mean() <= 17 and 47 <= columns[1].mean() <= 49  # centre over 16..48 (span 0.5, centred)
-    out = tmp_path / "big.zarr"
-    assert run_cli(["datasets", "generate", "dsprites", "--out", str(out), "--factor-sizes", "1,1,1,2,2",
-                    "--resolution", "32", "--option", "sprite_side=0.5", "--option", "position_span=0.5"]) == 0
-    assert open_store(out).origin["config"]["options"] == {"sprite_side": 0.5, "position_span": 0.5}
-    for bad in (["--option", "sprite_side=0.9"], ["--option", "position_span=0"]):
-        bad_out = tmp_path / "bad.zarr"
-        assert run_cli(["datasets", "generate", "dsprites", "--out", str(bad_out), "--factor-sizes", "1,1,1,2,2",
-                        "--resolution", "16", *bad]) == 2
-        assert not bad_out.exists()
+    assert_options_recorded_and_checked(tmp_path, "dsprites", "1,1,1,2,2", {"sprite_side": 0.5, "position_span": 0.5},
+                                        [{"sprite_side": 0.9}, {"position_span": 0}])
 
 
 def test_generate_shapes3d_cli_acceptance(tmp_path):
@@ -136,15 +143,8 @@ def test_shapes3d_closer_camera_gives_the_object_more_pixels(tmp_path):
     near = shapes3d.render(values, 32, camera_distance=2.6, fov_deg=40.0)
     # area scales about with (distance · tan(fov/2))^-2: (3.3 tan 23° / 2.6 tan 20°)^2 ≈ 1.9
     assert 1.5 * object_pixels(official) < object_pixels(near) < 2.5 * object_pixels(official)
-    out = tmp_path / "near.zarr"
-    assert run_cli(["datasets", "generate", "shapes3d", "--out", str(out), "--factor-sizes", "1,1,2,1,1,1",
-                    "--resolution", "16", "--option", "camera_distance=2.6", "--option", "fov_deg=40"]) == 0
-    assert open_store(out).origin["config"]["options"] == {"camera_distance": 2.6, "fov_deg": 40}
-    for bad in (["--option", "camera_distance=4"], ["--option", "fov_deg=0"]):
-        bad_out = tmp_path / "bad.zarr"
-        assert run_cli(["datasets", "generate", "shapes3d", "--out", str(bad_out), "--factor-sizes", "1,1,2,1,1,1",
-                        "--resolution", "16", *bad]) == 2
-        assert not bad_out.exists()
+    assert_options_recorded_and_checked(tmp_path, "shapes3d", "1,1,2,1,1,1", {"camera_distance": 2.6, "fov_deg": 40},
+                                        [{"camera_distance": 4}, {"fov_deg": 0}])
 
 
 def test_shapes3d_hue_span_renders_label_h_as_hue_h_times_span(tmp_path):
