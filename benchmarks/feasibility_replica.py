@@ -94,7 +94,9 @@ class Decoder(nn.Module):
 
 
 def build(arch: str, init: str, latents: int, resolution: int):
-    """The replica's nets, or probe's (probe.models.nets.locatello at this resolution); PyTorch's or glorot init."""
+    """The replica's nets, or probe's (probe.models.nets.locatello at this resolution); PyTorch's or glorot init.
+    The replica's nets keep the weights they are built with under the default init: re-initialising them would draw
+    from the seeded generator again, and the committed replica rows were trained from the first draw."""
     if arch == "probe":
         from probe.models.nets.locatello import ConvEncoder, DeconvDecoder
 
@@ -102,12 +104,13 @@ def build(arch: str, init: str, latents: int, resolution: int):
     else:
         enc, dec = Encoder(latents), Decoder(latents)
     for net in (enc, dec):
-        for m in net.modules():
-            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
-                if init == "glorot":
-                    nn.init.xavier_uniform_(m.weight)
-                    nn.init.zeros_(m.bias)
-                else:
+        if init == "glorot":
+            from probe.models.nets.locatello import glorot_init
+
+            glorot_init(net)
+        elif arch == "probe":  # probe's nets are built glorot-initialised: back to PyTorch's default
+            for m in net.modules():
+                if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
                     m.reset_parameters()
     return enc, dec
 
