@@ -58,3 +58,23 @@ def test_a_list_key_reads_names_with_or_without_brackets(text):
     assert config["retrain"]["models"] == ["beta-tcvae", "slow-vae"]
     sizes = resolve("modify-shapes3d", "cpu", {"store.factor_sizes": "[10, 10, 10, 4, 4, 2]"})["store"]["factor_sizes"]
     assert sizes == [10, 10, 10, 4, 4, 2]                       # numbers stay numbers
+
+
+def test_every_shipped_preset_plans_or_names_the_official_file_it_needs():
+    # a preset is config text nobody runs in CI past smoke: a mistyped key or generator option would first show
+    # when someone starts its hours-long run. Presets on official data need the downloaded file, and say so.
+    from probe.pipeline import plan_pipeline
+    from probe.pipeline.config import load_definition, pipeline_names
+
+    planned = []
+    for name in pipeline_names():
+        overrides = {"plugin.model": "ae"} if name == "audit" else None
+        for preset in load_definition(name)[1].get("presets", {}):
+            try:
+                plan = plan_pipeline(name, preset=preset, overrides=overrides)
+            except UserError as error:
+                assert preset == "paper" and "download it with `probe datasets fetch" in str(error), (name, preset, error)
+                continue
+            assert plan.stages, (name, preset)
+            planned.append((name, preset))
+    assert {("modify-dsprites", "cpu"), ("modify-shapes3d", "cpu"), ("modify-dsprites", "quick")} <= set(planned)
