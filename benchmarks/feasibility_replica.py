@@ -103,10 +103,10 @@ def build(arch: str, init: str, latents: int, resolution: int):
         enc, dec = ConvEncoder((1, resolution, resolution), latents), DeconvDecoder((1, resolution, resolution), latents)
     else:
         enc, dec = Encoder(latents), Decoder(latents)
+    if init == "glorot":
+        from probe.models.nets.locatello import glorot_init
     for net in (enc, dec):
         if init == "glorot":
-            from probe.models.nets.locatello import glorot_init
-
             glorot_init(net)
         elif arch == "probe":  # probe's nets are built glorot-initialised: back to PyTorch's default
             for m in net.modules():

@@ -63,8 +63,9 @@ def render(values: np.ndarray, resolution: int = 64, *, sprite_side: float = SQU
     orders far positions, and position is worth 3× scale to the decoder. With ``sprite_side=0.5, position_span=0.5``
     87 % of position pairs overlap (44 % officially) and scale is worth half of position. There β-VAEs with 4× Table 2's
     KL weight (β 8, w 1 at 32×32) aligned position and scale in 4 of 5 runs at 6k steps, while at Table 2's balance
-    (w 4) they reach MIG 0.16 by 20k with scale in no latent, and PCL 0.22 (docs/notes/presets.md, thirty-second and
-    thirty-third legs). The defaults render the official geometry bit for bit as before these options existed.
+    (w 4) they reach MIG 0.16 by 20k with scale in no latent, at 2× (w 2, the dSprites cpu preset's) 0.24 by 30k with
+    4 of 5 factors, and PCL 0.22 (docs/notes/presets.md, thirty-second to thirty-fourth legs). The defaults render
+    the official geometry bit for bit as before these options existed.
 
     Only a window around each sprite (it never reaches further than 1.5 half-sides from its centre) is
     evaluated, per shape, in float32; the window is pasted into a padded canvas and cropped.
