@@ -7,7 +7,11 @@ The shipped definitions are package data, ``probe/pipeline/definitions/*.toml`` 
 Resolution: the definition this one ``extends`` (deep merge, recursively) <- its own tables <-
 ``presets.<preset>`` (deep merge) <- ``--set key=value`` (dotted keys into the resolved config).
 A definition with ``base = true`` (definitions/modify.toml) is only extended, never run or listed; its
-``must_set`` names the dotted keys every definition extending it has to set itself. ``--set`` may only replace keys that exist, except inside the free-form tables named
+``must_set`` names the dotted keys every definition extending it has to set itself. A definition's ``shared_presets``
+(e.g. ``["cpu"]`` in modify.toml) names presets it defines that reach a definition extending it only when that one
+defines a ``[presets.NAME]`` of its own (merged over the shared one, the child's values winning); a child without one
+neither lists nor accepts that preset (every other preset of a base reaches every child; a name it does not define
+is a UserError). ``--set`` may only replace keys that exist, except inside the free-form tables named
 in ``free_form`` (e.g. ``retrain.model_config``: per-model hyperparameter overrides, checked later by
 the model itself); anything else is a UserError before any work starts.
 """
@@ -23,7 +27,7 @@ from probe.errors import UserError
 
 # next to this module, inside the package: pyproject.toml ships it as package data
 DEFINITIONS_DIR = Path(__file__).resolve().parent / "definitions"
-RESERVED = ("presets", "free_form", "extends", "base", "must_set")
+RESERVED = ("presets", "free_form", "extends", "base", "must_set", "shared_presets")
 
 
 def pipeline_files() -> dict[str, Path]:
@@ -57,6 +61,7 @@ def load_definition(name: str) -> tuple[str, dict]:
         raise UserError(f"{path.stem!r} is the base of {', '.join(users) or 'other pipelines'}, not a pipeline; "
                         "run one of those")
     raw = _extended(raw, path)
+    _shared_presets(raw, path)
     return raw.get("pipeline", {}).get("name", path.stem), raw
 
 
@@ -69,7 +74,8 @@ def _read(path: Path) -> dict:
 
 def _extended(raw: dict, path: Path, chain: tuple = ()) -> dict:
     """``raw`` deep-merged onto the definition it ``extends`` (found next to ``path``, else a shipped one).
-    The merge keeps the base's key order, so the resolved config reads as the base does."""
+    The merge keeps the base's key order, so the resolved config reads as the base does. A preset the base
+    names in ``shared_presets`` is kept only when ``raw`` defines a preset of that name too."""
     parent = raw.get("extends")
     if not parent:
         return raw
@@ -83,9 +89,26 @@ def _extended(raw: dict, path: Path, chain: tuple = ()) -> dict:
     missing = [key for key in base.get("must_set", []) if not _has_dotted(raw, key)]
     if missing:
         raise UserError(f"{path}: extends {parent!r} but does not set {', '.join(missing)}")
-    merged = deep_merge({k: v for k, v in base.items() if k not in ("base", "must_set")},
-                       {k: v for k, v in raw.items() if k != "extends"})
+    shared = _shared_presets(base, parent_path)
+    inherited = {k: v for k, v in base.items() if k not in ("base", "must_set", "shared_presets")}
+    if shared:
+        own = raw.get("presets", {})
+        inherited["presets"] = {n: p for n, p in base.get("presets", {}).items() if n not in shared or n in own}
+    merged = deep_merge(inherited, {k: v for k, v in raw.items() if k != "extends"})
     return merged
+
+
+def _shared_presets(raw: dict, path: Path) -> list[str]:
+    """``raw``'s ``shared_presets``, checked: a list of names of presets it defines."""
+    shared = raw.get("shared_presets", [])
+    if not isinstance(shared, list) or not all(isinstance(n, str) for n in shared):
+        raise UserError(f"{path}: shared_presets must be a list of preset names, got {shared!r}")
+    presets = raw.get("presets", {})
+    undefined = [n for n in shared if n not in presets]
+    if undefined:
+        raise UserError(f"{path}: shared_presets names {', '.join(map(repr, undefined))} but it defines no such "
+                        f"[presets.NAME]; its presets: {', '.join(presets) or '(none)'}")
+    return shared
 
 
 def _has_dotted(raw: dict, key: str) -> bool:
