@@ -192,7 +192,7 @@ DSPRITES_CPU_IN_FULL = """
 select = {k = 2}
 store = {source = "synthetic", resolution = 32, factor_sizes = [3, 6, 10, 16, 16], options = {sprite_side = 0.5, position_span = 0.5}}
 restarts = {count = 6, model_config = {lr = 5e-4, reconstruction_weight = 2.0}, train = {steps = 20000, checkpoint_every = 5000, log_every = 500}}
-manipulate = {config = {steps = 300, manipulation_lr = 1e-3, decoder_batches_per_step = 0, checkpoint_every = 50, log_every = 10, upsample = "resize"}}
+manipulate = {config = {steps = 300, manipulation_lr = 1e-3, decoder_batches_per_step = 3, checkpoint_every = 50, log_every = 10, upsample = "resize"}}
 robustness = {enabled = false}
 linear-pca = {config = {num_images = 5000}}
 
