@@ -11,6 +11,11 @@ factor. Three readings tell these apart and tell m from pixel noise of the same 
 - what decides the first component: its score's sign balance and the coefficient of variation of |score| (≈ 0 for
   ±P), and the R² of the score explained by each factor alone (the score's mean per level of that factor).
 
+On binary images (dSprites) the fold makes x' = x + ε|m|(1 − 2x) whatever m's sign, so only |m| reaches the data,
+and a saturated m (|m| = 1 everywhere) is the one affine map ε + (1 − 2ε)x for every image — a contrast change, no
+pattern. For such stores a fourth reading: the share of pixels changed by the largest amount (saturated) and the
+variance of x' over x ((1 − 2ε)² for the affine map; docs/notes/presets.md, thirty-fifth leg).
+
 Usage (stores of one workdir; ``--perturbed`` repeatable):
     python benchmarks/m_structure.py --orig ORIG.zarr --perturbed "learned m=MOD.zarr" \
         --perturbed "random m=RANDOM.zarr" --perturbed noise=NOISE.zarr [--num-train 5000] [--seed 0]
@@ -57,6 +62,16 @@ def structure(m_eff: np.ndarray, factors: np.ndarray) -> dict:
     }
 
 
+def binary_reading(x: np.ndarray, m_eff: np.ndarray) -> dict | None:
+    """For binary originals: the share of pixels at the largest |change| (to uint8 rounding) and var(x')/var(x)."""
+    if not np.all((x == 0) | (x == 1)):
+        return None
+    change = np.abs(m_eff)
+    top = float(change.max())
+    return {"saturated": float(np.mean(change >= top - 1.5 / 255)), "largest": top,
+            "variance_ratio": float((x + m_eff).var(0).sum() / x.var(0).sum())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--orig", required=True, help="the original store")
@@ -72,12 +87,18 @@ def main() -> None:
         perturbed = open_store(path)
         if list(perturbed.factor_sizes) != list(orig.factor_sizes):
             raise SystemExit(f"{label}: factor sizes {perturbed.factor_sizes} differ from the original's {orig.factor_sizes}")
-        r = structure(unit_images(perturbed, factors) - x, factors)
+        m_eff = unit_images(perturbed, factors) - x
+        r = structure(m_eff, factors)
         print(f"{label}: |m_eff|∞ median {r['linf_median']:.3f}, RMS {r['rms']:.4f}; PC1 {r['pc1_share']:.1%}, "
               f"PC1-3 {r['pc1_3_share']:.1%} of m_eff's variance across w; PC1 score: fraction > 0 "
               f"{r['pc1_positive']:.2f}, |score| CV {r['pc1_abs_cv']:.2f}")
         print("   R² of PC1's score on each factor alone: "
               + ", ".join(f"{n} {v:.2f}" for n, v in zip(orig.factor_names, r["pc1_r2"])))
+        binary = binary_reading(x, m_eff)
+        if binary:
+            print(f"   binary originals (only |m| reaches them): {binary['saturated']:.1%} of pixels changed by the "
+                  f"largest amount ({binary['largest']:.3f}; all: one affine contrast map for every image), "
+                  f"var(x')/var(x) {binary['variance_ratio']:.3f}")
 
 
 if __name__ == "__main__":
