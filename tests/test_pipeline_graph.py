@@ -13,7 +13,7 @@ import pytest
 
 from probe.errors import UserError
 from probe.pipeline import graph, plan_pipeline, run_pipeline
-from probe.pipeline.config import DEFINITIONS_DIR, load_definition, pipeline_names, resolve
+from probe.pipeline.config import load_definition, pipeline_names, resolve
 from probe.pipeline.engine import Job
 from probe.pipeline.stages import store
 
@@ -185,50 +185,10 @@ def test_a_shared_preset_the_base_does_not_define_is_refused(tmp_path):
         resolve(str(child), "small")
 
 
-# dSprites' cpu preset as modify-dsprites.toml wrote it out in full before modify.toml's shared [presets.cpu] held
-# what it shares with Shapes3D's (tests/data/pre_base/ holds Shapes3D's); [presets.cpu.pipeline] is the shipped one
-DSPRITES_CPU_IN_FULL = """
-[presets.cpu]
-select = {k = 2}
-store = {source = "synthetic", resolution = 32, factor_sizes = [3, 6, 10, 16, 16], options = {sprite_side = 0.5, position_span = 0.5}}
-restarts = {count = 6, model_config = {lr = 5e-4, reconstruction_weight = 2.0}, train = {steps = 20000, checkpoint_every = 5000, log_every = 500}}
-manipulate = {config = {steps = 300, manipulation_lr = 1e-3, decoder_batches_per_step = 3, checkpoint_every = 50, log_every = 10, upsample = "resize"}}
-robustness = {enabled = false}
-linear-pca = {config = {num_images = 5000}}
-
-[presets.cpu.retrain]
-models = ["ae", "beta-vae", "pcl"]
-seeds = 5
-train = {steps = 30000, checkpoint_every = 5000, log_every = 500}
-model_variants = {beta-vae = ["orig", "mod", "noise", "mod-random"]}
-
-[presets.cpu.retrain.model_config]
-ae = {lr = 5e-4}
-beta-vae = {lr = 5e-4, reconstruction_weight = 2.0}
-pcl = {lr = 5e-4}
-
-[presets.cpu.retrain.model_train]
-ae = {steps = 1500}
-beta-vae = {steps = 30000}
-pcl = {steps = 14000}
-
-[presets.cpu.evaluate.sample_sizes]
-num_train = 5000
-num_test = 2500
-dci_n_estimators = 50
-factor_vae_num_variance_estimate = 5000
-factor_vae_num_train = 2000
-factor_vae_num_eval = 1000
-beta_vae_num_train = 2000
-beta_vae_num_eval = 1000
-num_reconstruction = 2000
-"""
-
-
-def test_the_shared_cpu_preset_reaches_the_dataset_files_with_one_and_changes_nothing(tmp_path):
-    """modify.toml's [presets.cpu] is shared (shared_presets): the dSprites- and Shapes3D-like files define their own
-    and resolve to the configs they gave with it written out in full, key order included; modify-control has none.
-    A deliberate change to the dSprites cpu preset is made in DSPRITES_CPU_IN_FULL too."""
+def test_the_shared_cpu_preset_reaches_the_dataset_files_with_one_and_changes_nothing():
+    """modify.toml's [presets.cpu] is shared (shared_presets): the dSprites- and Shapes3D-like files define their own,
+    modify-control has none. That both resolve to the configs they gave with it written out in full, key order
+    included, is checked against tests/data/pre_base/ (test_the_base_gives_every_preset_...)."""
     for name in ("modify-dsprites", "modify-shapes3d"):
         assert "cpu" in load_definition(name)[1]["presets"]
     control_presets = list(load_definition("modify-control")[1]["presets"])
@@ -236,19 +196,6 @@ def test_the_shared_cpu_preset_reaches_the_dataset_files_with_one_and_changes_no
     with pytest.raises(UserError) as error:
         resolve("modify-control", "cpu")
     assert str(error.value).endswith(f"has no preset 'cpu'; its presets: {', '.join(control_presets)}")
-
-    base = (DEFINITIONS_DIR / "modify.toml").read_text()   # the base without the shared cpu preset
-    base = base.replace('shared_presets = ["cpu"]\n', "").split("\n[presets.cpu]")[0]
-    assert "shared_presets" not in tomllib.loads(base) and "cpu" not in tomllib.loads(base)["presets"]
-    (tmp_path / "modify.toml").write_text(base)
-    wall = resolve("modify-dsprites", "cpu")["pipeline"]["expected_wall"]
-    own = (DEFINITIONS_DIR / "modify-dsprites.toml").read_text().split("\n[presets.cpu]")[0]
-    in_full = tmp_path / "modify-dsprites.toml"
-    in_full.write_text(own + DSPRITES_CPU_IN_FULL
-                       + f"\n[presets.cpu.pipeline]\nexpected_wall = {json.dumps(wall, ensure_ascii=False)}\n")
-    for overrides in ({}, {"retrain.model_config.beta-vae.beta": 2.0, "manipulate.config.steps": 7}):
-        old, new = resolve(str(in_full), "cpu", overrides), resolve("modify-dsprites", "cpu", overrides)
-        assert json.dumps(new) == json.dumps(old), overrides
 
 
 def test_the_module_attr_loader():
