@@ -229,6 +229,55 @@ def test_frozen_decoders_keep_the_restarts_weights_while_psi_learns(restarts):
                            progress=False)
 
 
+def test_permuted_m_gives_each_image_another_images_m_and_an_image_independent_m_is_unchanged(restarts, manipulation):
+    """The done record's ``after_shuffled`` (session 44): the decoders scored on x′ where image i gets the m of image
+    π(i). Checked against the same evaluation with ψ replaced by w_i ↦ m(w_π(i)), and for an m that ignores w
+    (one pattern for every image) the permutation changes nothing."""
+    from torch import nn
+
+    from probe.data import open_store
+    from probe.pipeline.stages.manipulate import run_record
+    from probe.perturb.adversarial import _Trainer, resolve_manipulation_config
+
+    store, runs, _ = restarts
+    final = json.loads((manipulation / "done.json").read_text())["final"]
+    assert set(final["after_shuffled"]) == set(final["after"])
+    record = run_record(manipulation)
+    assert record["dis_minus_ent"]["after_shuffled"] == final["after_shuffled"]["dis_minus_ent"]
+
+    cfg = resolve_manipulation_config(TINY, "dsprites")
+    trainer = _Trainer(open_store(store.path), cfg, [runs[0]], [runs[1]], torch.device("cpu"))
+    torch.manual_seed(3)
+    with torch.no_grad():  # a ψ whose m varies with w enough to move the losses
+        for p in trainer.net.parameters():
+            p.mul_(50.0)
+    n = trainer.eval_idx.shape[0]
+    perm = torch.from_numpy(np.random.RandomState(7).permutation(n))
+    w_eval = trainer.w[trainer.eval_idx]
+    row_of = {tuple(v.tolist()): i for i, v in enumerate(w_eval)}
+    net = trainer.net
+
+    class Moved(nn.Module):  # w_i ↦ m(w_π(i)), by hand
+        def forward(self, w):
+            return net(w_eval[perm[[row_of[tuple(v.tolist())] for v in w]]])
+
+    paired = trainer.evaluate(manipulated=True)
+    shuffled = trainer.evaluate(manipulated=True, m_rows=perm)
+    assert trainer.evaluate(manipulated=True, m_rows=torch.arange(n)) == paired
+    trainer.net = Moved()
+    assert trainer.evaluate(manipulated=True) == pytest.approx(shuffled, rel=1e-6)
+    assert shuffled["dis_minus_ent"] != pytest.approx(paired["dis_minus_ent"], rel=1e-3)  # the test can fail
+
+    pattern = net(w_eval[:1]).detach()
+
+    class OnePattern(nn.Module):
+        def forward(self, w):
+            return pattern.expand(w.shape[0], *pattern.shape[1:])
+
+    trainer.net = OnePattern()
+    assert trainer.evaluate(manipulated=True, m_rows=perm) == trainer.evaluate(manipulated=True)
+
+
 def test_apply_manipulation_writes_bounded_store(restarts, manipulation, tmp_path):
     from probe.data import open_store
     from probe.perturb import apply_manipulation, load_manipulation, manipulate, normalised_factors

@@ -126,3 +126,30 @@ def test_with_frozen_decoders_the_section_says_so(tmp_path):
     assert "both decoders stay frozen at the restarts' weights" in md and "fine-tuned" not in md
     assert "| gap dis − ent on x′ (frozen decoders) | +9.00 | +3.00 |" in md
     assert "After training the gap is +9.00" in md
+
+
+def test_the_gap_that_needs_each_images_own_m_is_reported_beside_the_permuted_one(tmp_path):
+    """``after_shuffled`` (the decoders on x′ with the images' m permuted): the section's two rows and the manipulation
+    paragraph's sentence, which with frozen decoders also gives the share of the gap's change that survives the
+    permutation (the cpu run's readings: +5.33 → +46.58, permuted +37.09: +9.49 nats tied to the image, 77 %)."""
+    from probe.report.random_psi import pairing_sentence
+
+    learned = _record(tmp_path, "learned", (1047.06, 1052.39), (1445.02, 1491.60), (0.99, 1.0, 1.0), (0.2, 0.01))
+    control = _record(tmp_path, "random", (1047.06, 1052.39), (1523.47, 1452.78), (1.0, 1.0, 1.0), (0.2, 0.01),
+                      full_budget=True)
+    learned["dis_minus_ent"]["after_shuffled"] = 37.09
+    control["dis_minus_ent"]["after_shuffled"] = -71.19
+    for record in (learned, control):
+        record["config"]["decoder_batches_per_step"] = 0
+    doc = Document("t")
+    numbers = random_psi_section(_Builder(tmp_path), doc, {"dataset": "toy", "_workdir": str(tmp_path),
+                                                          "manipulation": learned, "manipulation_random": control})
+    md = doc.to_markdown(tmp_path)
+    assert "| gap on x′ with every image given another image's m (rows permuted) | +37.09 | -71.19 |" in md
+    assert "| of the gap on x′, what needs each image's own m (x′ − permuted) | +9.49 | +0.50 |" in md
+    assert numbers["learned"]["gap_own_m"] == pytest.approx(9.49)
+    sentence = pairing_sentence(learned)
+    assert "the gap is +37.09: +9.49 nats per image" in sentence and "(77 % of the gap's change" in sentence
+    fine_tuned = {**learned, "config": {"decoder_batches_per_step": 3}}
+    assert "%" not in pairing_sentence(fine_tuned)  # before and after are different decoders: no share
+    assert pairing_sentence({"dis_minus_ent": {"before": 1.0, "after": 2.0}}) is None  # older records

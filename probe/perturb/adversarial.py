@@ -388,17 +388,19 @@ class _Trainer:
 
     # -- evaluation ---------------------------------------------------------------------------------
     @torch.no_grad()
-    def evaluate(self, manipulated: bool) -> dict:
-        """Mean Bernoulli loss of each side's decoders on the fixed eval subset (fixed z noise)."""
+    def evaluate(self, manipulated: bool, m_rows: torch.Tensor | None = None) -> dict:
+        """Mean Bernoulli loss of each side's decoders on the fixed eval subset (fixed z noise). ``m_rows``: a
+        permutation of the subset's positions; image i then gets the m of image ``m_rows[i]`` instead of its own."""
         g = torch.Generator().manual_seed(self.cfg["seed"] + 3)
         s = self.cfg["z_samples"]
         totals = {"entangled": 0.0, "disentangled": 0.0, "target_entropy": 0.0}
         n = self.eval_idx.shape[0]
+        m_idx = self.eval_idx if m_rows is None else self.eval_idx[m_rows.to(self.eval_idx.device)]
         for start in range(0, n, EVAL_BATCH):
             idx = self.eval_idx[start:start + EVAL_BATCH]
             x = _batch(self.images, idx)
             if manipulated:
-                x = manipulate(x, self.net(self.w[idx]), self.cfg["epsilon"])
+                x = manipulate(x, self.net(self.w[m_idx[start:start + EVAL_BATCH]]), self.cfg["epsilon"])
             for name, side in (("entangled", self.ent), ("disentangled", self.dis)):
                 logits = side.logits(idx, side.draw_noise(idx.shape[0], s, g, self.device))
                 totals[name] += float(torch.stack([_bce(l, x, s) for l in logits]).mean()) * idx.shape[0]
@@ -411,14 +413,22 @@ class _Trainer:
         return res
 
     def final(self, before: dict) -> dict:
-        """The done record's ``final``: reconstruction losses before/after and the coverage of m(w)."""
+        """The done record's ``final``: reconstruction losses before/after, after with m on the wrong images
+        (``after_shuffled``), and the coverage of m(w).
+
+        ``after_shuffled`` scores the same decoders on x′ where every image gets another image's m(w) (the eval
+        rows permuted once, seeded): the part of the gap dis − ent that survives it is a change of the data as a
+        whole, which needs no m tied to its image (on binary images a saturated m is one contrast change for every
+        image; docs/notes/perturb.md); ``after − after_shuffled`` is what depends on m being its own image's."""
         after = self.evaluate(manipulated=True)
+        perm = torch.from_numpy(np.random.RandomState(self.cfg["seed"] + 4).permutation(self.eval_idx.shape[0]))
+        after_shuffled = self.evaluate(manipulated=True, m_rows=perm)
         self.net.eval()
         coverage = manipulation_coverage(self.net, self.w, threshold=self.cfg["coverage_threshold"],
                                          factor_sizes=self.store.factor_sizes, factors=self.store.factors,
                                          seed=self.cfg["seed"])
         coverage["factor_names"] = list(self.store.factor_names)
-        return {"before": before, "after": after, "epsilon": self.cfg["epsilon"],
+        return {"before": before, "after": after, "after_shuffled": after_shuffled, "epsilon": self.cfg["epsilon"],
                 "entangled_cheaper_after": after["entangled"] < after["disentangled"], "coverage": coverage}
 
 

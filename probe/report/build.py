@@ -38,7 +38,7 @@ from probe.report.inputs import (
 )
 from probe.report.pool import parts, pool, pooled_legs
 from probe.report.random_m import random_m_section
-from probe.report.random_psi import decoders_frozen, random_psi_section
+from probe.report.random_psi import decoders_frozen, pairing_sentence, random_psi_section
 from probe.report.schema import (ARCHIVE_DIR, archive_inputs, load_inputs, missing_section, recorded_code_version,
                                  recorded_config, resolve_path, setting, store_fact)
 from probe.report.stats import ALPHA, MARGIN, compare, holm_adjust, verdict, verdict_rule_text, welch_t_test
@@ -782,6 +782,9 @@ class _Builder:
             doc.para(f"Decoder loss gap dis − ent (Bernoulli nats per image; > 0: the entangled alignment is the "
                      f"cheaper one): {gap['before']:+.2f} on x with the restarts' decoders, {gap['after']:+.2f} on x′ "
                      + ("with the same decoders (frozen)." if decoders_frozen(man) else "with the fine-tuned decoders."))
+        pairing = pairing_sentence(man)
+        if pairing:
+            doc.para(pairing)
         deviations = inputs.get("manipulation_deviations")  # appendix_b1_deviations, listed by the report stage
         if deviations:
             doc.para("Deviations from the paper's manipulation (appendix B.1): " + "; ".join(deviations) + ".")

@@ -3,7 +3,7 @@
 From the report inputs' ``manipulation`` (the learned run, stage manipulate) and ``manipulation_random`` (the control,
 stage manipulate-random: the same training loop with ψ frozen at its seeded initialisation), and the "why" entry's
 ``global_pca`` / ``global_pca_random`` (orig → x′ of each). A table of the decoder losses and their gap dis − ent
-before/after, |m|∞ and smoothness of m, and the global-PCA change; a figure of both runs' decoder loss curves.
+before/after (and after with the images' m permuted), |m|∞ and smoothness of m, and the global-PCA change; a figure of both runs' decoder loss curves.
 ``random_psi_section`` returns the numbers it shows (summary.json's ``manipulation_random``), or None when the inputs
 hold no control. Kept out of build.py, as why.py is.
 """
@@ -24,6 +24,23 @@ def decoders_frozen(record: dict | None) -> bool:
     ``decoder_batches_per_step`` 0) instead of being fine-tuned on x′ as in the paper's appendix B.1."""
     cfg = (record or {}).get("config") or {}
     return cfg.get("decoder_batches_per_step") == 0
+
+
+def pairing_sentence(record: dict | None) -> str | None:
+    """What of a manipulation's gap on x′ needs each image's own m: the gap with m(w) on its image against the same
+    decoders' gap when every image gets another image's m (``after_shuffled``, the eval rows permuted once); None for
+    records made before it was measured."""
+    gap = (record or {}).get("dis_minus_ent") or {}
+    before, after, shuffled = gap.get("before"), gap.get("after"), gap.get("after_shuffled")
+    if after is None or shuffled is None:
+        return None
+    text = (f"With every image given another image's m (the rows permuted; same decoders) the gap is {shuffled:+.2f}: "
+            f"{after - shuffled:+.2f} nats per image of the gap on x′ depend on m being the image's own — the local "
+            "change the paper's m(w) is for; the rest is a change of the data as a whole")
+    if decoders_frozen(record) and before is not None and after != before:
+        text += (f" ({100 * (shuffled - before) / (after - before):.0f} % of the gap's change from x survives the "
+                 "permutation)")
+    return text + "."
 
 
 def random_psi_section(builder, doc, inputs: dict) -> dict | None:
@@ -83,6 +100,7 @@ def _numbers(record: dict, global_pca: dict | None) -> dict:
     smooth = coverage.get("smoothness") or {}
     out = {"gap_before": gap.get("before", before.get("dis_minus_ent")),
            "gap_after": gap.get("after", after.get("dis_minus_ent")),
+           "gap_after_shuffled": gap.get("after_shuffled", (record.get("after_shuffled") or {}).get("dis_minus_ent")),
            "entangled_before": before.get("entangled"), "entangled_after": after.get("entangled"),
            "disentangled_before": before.get("disentangled"), "disentangled_after": after.get("disentangled"),
            "entangled_excess_after": after.get("entangled_excess"),
@@ -94,6 +112,8 @@ def _numbers(record: dict, global_pca: dict | None) -> dict:
            "white_noise_high_frequency_share": smooth.get("white_noise_high_frequency_share")}
     out["gap_change"] = (out["gap_after"] - out["gap_before"]
                          if out["gap_after"] is not None and out["gap_before"] is not None else None)
+    out["gap_own_m"] = (out["gap_after"] - out["gap_after_shuffled"]
+                        if out["gap_after"] is not None and out["gap_after_shuffled"] is not None else None)
     g = global_pca if isinstance(global_pca, dict) and "error" not in global_pca else {}
     a = [float(v) for v in g.get("eigenvalues_a") or []]
     b = [float(v) for v in g.get("eigenvalues_b") or []]
@@ -140,6 +160,9 @@ _ROWS = (
     ("gap dis − ent on x (restarts' decoders)", lambda n: _num(n.get("gap_before"), "+.2f")),
     ("gap dis − ent on x′ ({decoders} decoders)", lambda n: _num(n.get("gap_after"), "+.2f")),
     ("change of the gap", lambda n: _num(n.get("gap_change"), "+.2f")),
+    ("gap on x′ with every image given another image's m (rows permuted)",
+     lambda n: _num(n.get("gap_after_shuffled"), "+.2f")),
+    ("of the gap on x′, what needs each image's own m (x′ − permuted)", lambda n: _num(n.get("gap_own_m"), "+.2f")),
     ("entangled decoder loss x → x′", lambda n: _arrow(n.get("entangled_before"), n.get("entangled_after"))),
     ("disentangled decoder loss x → x′", lambda n: _arrow(n.get("disentangled_before"), n.get("disentangled_after"))),
     ("KL excess on x′, entangled / disentangled",

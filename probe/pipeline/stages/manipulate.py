@@ -72,17 +72,20 @@ def partner_settings(config: dict) -> dict:
 
 def run_record(out) -> dict:
     """What a stage records of a finished manipulation run folder (this stage and manipulate-random): its folder,
-    log, the coverage of m (|m|∞, variation, smoothness), both sides' losses before (x, the restarts' decoders) and
-    after (x′, the fine-tuned decoders), their gap dis − ent, and the resolved config (ε, seed, ...)."""
+    log, the coverage of m (|m|∞, variation, smoothness), both sides' losses before (x, the restarts' decoders),
+    after (x′, the fine-tuned decoders) and after with each image given another image's m (``after_shuffled``), their
+    gap dis − ent, and the resolved config (ε, seed, ...)."""
     from probe.perturb.adversarial import manipulation_final
     from probe.train import ManipulationRunFolder
 
     folder = ManipulationRunFolder(out)
     final = manipulation_final(out)
     before, after = final.get("before") or {}, final.get("after") or {}
+    shuffled = final.get("after_shuffled") or {}  # absent in runs recorded before session 44
     return {"dir": str(out), "losses": str(folder.log_path), "coverage": final.get("coverage"),
-            "dis_minus_ent": {"before": before.get("dis_minus_ent"), "after": after.get("dis_minus_ent")},
-            "before": before, "after": after, "config": folder.read_config().get("config")}
+            "dis_minus_ent": {"before": before.get("dis_minus_ent"), "after": after.get("dis_minus_ent"),
+                              "after_shuffled": shuffled.get("dis_minus_ent")},
+            "before": before, "after": after, "after_shuffled": shuffled, "config": folder.read_config().get("config")}
 
 
 def result(inputs: dict) -> ManipulateResult:
