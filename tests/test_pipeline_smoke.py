@@ -140,7 +140,7 @@ def test_report_rerenders_the_smoke_workdir_from_its_inputs_alone(smoke, tmp_pat
     assert "figures/traversals_dsprites.png" in md and "MIG recorded / recomputed" in md
     assert "## Learned vs random ψ (dsprites)" in md and "figures/manipulation_random_dsprites.png" in md
     # the gap with the images' m permuted, from the manipulation's done record through the stage into the report
-    assert "With every image given another image's m (the rows permuted; same decoders) the gap is" in md
+    assert "With every image given another image's m (the rows permuted once, seeded; same decoders) the gap is" in md
     assert "| of the gap on x′, what needs each image's own m (x′ − permuted) | " in md
 
 

@@ -3,7 +3,8 @@
 From the report inputs' ``manipulation`` (the learned run, stage manipulate) and ``manipulation_random`` (the control,
 stage manipulate-random: the same training loop with ψ frozen at its seeded initialisation), and the "why" entry's
 ``global_pca`` / ``global_pca_random`` (orig → x′ of each). A table of the decoder losses and their gap dis − ent
-before/after (and after with the images' m permuted), |m|∞ and smoothness of m, and the global-PCA change; a figure of both runs' decoder loss curves.
+before/after (and after with the images' m permuted), |m|∞ and smoothness of m, and the global-PCA change; a figure
+of both runs' decoder loss curves.
 ``random_psi_section`` returns the numbers it shows (summary.json's ``manipulation_random``), or None when the inputs
 hold no control. Kept out of build.py, as why.py is.
 """
@@ -29,14 +30,15 @@ def decoders_frozen(record: dict | None) -> bool:
 def pairing_sentence(record: dict | None) -> str | None:
     """What of a manipulation's gap on x′ needs each image's own m: the gap with m(w) on its image against the same
     decoders' gap when every image gets another image's m (``after_shuffled``, the eval rows permuted once); None for
-    records made before it was measured."""
+    records made before it was measured. One permutation: on the Shapes3D-like cpu run's m three of them spread the
+    gap by ± 1.6 nats of its 9.5 (docs/notes/perturb.md)."""
     gap = (record or {}).get("dis_minus_ent") or {}
     before, after, shuffled = gap.get("before"), gap.get("after"), gap.get("after_shuffled")
     if after is None or shuffled is None:
         return None
-    text = (f"With every image given another image's m (the rows permuted; same decoders) the gap is {shuffled:+.2f}: "
-            f"{after - shuffled:+.2f} nats per image of the gap on x′ depend on m being the image's own — the local "
-            "change the paper's m(w) is for; the rest is a change of the data as a whole")
+    text = (f"With every image given another image's m (the rows permuted once, seeded; same decoders) the gap is "
+            f"{shuffled:+.2f}: {after - shuffled:+.2f} nats per image of the gap on x′ depend on m being the image's "
+            "own — the local change the paper's m(w) is for; the rest is a change of the data as a whole")
     if decoders_frozen(record) and before is not None and after != before:
         text += (f" ({100 * (shuffled - before) / (after - before):.0f} % of the gap's change from x survives the "
                  "permutation)")
