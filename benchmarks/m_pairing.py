@@ -43,21 +43,16 @@ from probe.train.run_folder import ManipulationRunFolder
 
 
 class _Fixed(nn.Module):
-    """m_ψ evaluated on other factor rows than the image's own: ``rows`` maps an image row to the row whose m it
-    gets (a permutation), or ``pattern`` replaces m by one image-independent pattern; ``sign`` flips it."""
+    """m_ψ replaced by one image-independent ``pattern``, or flipped by ``sign`` (the permuted m is the trainer's own
+    ``evaluate(m_rows=...)``, as the stage's ``after_shuffled``)."""
 
-    def __init__(self, net, w_all: torch.Tensor, *, rows: torch.Tensor | None = None, pattern: torch.Tensor | None = None,
-                 sign: float = 1.0):
+    def __init__(self, net, *, pattern: torch.Tensor | None = None, sign: float = 1.0):
         super().__init__()
-        self.net, self.w_all, self.rows, self.pattern, self.sign = net, w_all, rows, pattern, sign
-        self.lookup = {tuple(v.tolist()): i for i, v in enumerate(w_all)} if rows is not None else None
+        self.net, self.pattern, self.sign = net, pattern, sign
 
     def forward(self, w: torch.Tensor) -> torch.Tensor:
         if self.pattern is not None:
             return self.pattern.expand(w.shape[0], *self.pattern.shape[1:])
-        if self.rows is not None:
-            own = torch.tensor([self.lookup[tuple(v.tolist())] for v in w])
-            w = self.w_all[self.rows[own]]
         return self.sign * self.net(w)
 
 
@@ -75,9 +70,9 @@ def read(manipulation_dir: str, permutations: int, seed: int) -> dict:
     with torch.no_grad():
         mean_m = net(w_eval).mean(0, keepdim=True)
 
-    def gap_of(module) -> dict:
+    def gap_of(module, m_rows=None) -> dict:
         trainer.net = module
-        res = trainer.evaluate(manipulated=module is not None)
+        res = trainer.evaluate(manipulated=module is not None, m_rows=m_rows)
         trainer.net = net
         return {"entangled": res["entangled"], "disentangled": res["disentangled"], "gap": res["dis_minus_ent"]}
 
@@ -88,12 +83,11 @@ def read(manipulation_dir: str, permutations: int, seed: int) -> dict:
     with torch.no_grad():
         out["none"] = gap_of(None)
         out["paired"] = gap_of(net)
-        shuffled = [gap_of(_Fixed(net, w_eval, rows=torch.from_numpy(rng.permutation(len(w_eval)))))
-                    for _ in range(permutations)]
-        single = [gap_of(_Fixed(net, w_eval, pattern=net(w_eval[j:j + 1])))
+        shuffled = [gap_of(net, torch.from_numpy(rng.permutation(len(w_eval)))) for _ in range(permutations)]
+        single = [gap_of(_Fixed(net, pattern=net(w_eval[j:j + 1])))
                   for j in rng.choice(len(w_eval), permutations, replace=False)]
-        out["mean"] = gap_of(_Fixed(net, w_eval, pattern=mean_m))
-        out["negated"] = gap_of(_Fixed(net, w_eval, sign=-1.0))
+        out["mean"] = gap_of(_Fixed(net, pattern=mean_m))
+        out["negated"] = gap_of(_Fixed(net, sign=-1.0))
     for name, draws in (("shuffled", shuffled), ("single", single)):
         out[name] = {k: float(np.mean([s[k] for s in draws])) for k in ("entangled", "disentangled", "gap")}
         out[name]["gap_sd"] = float(np.std([s["gap"] for s in draws], ddof=1)) if permutations > 1 else 0.0
