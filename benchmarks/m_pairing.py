@@ -7,8 +7,8 @@ m (the rows' factors permuted), or one pattern for all (m averaged over the rows
 change of the data that the two decoder sets happen to pay for differently (on binary dSprites, a contrast change
 paid in the frozen decoders' confidence: docs/notes/perturb.md), not a change of local structure.
 
-Readings, on the manipulation's own evaluation subset with its fixed z noise (``_Trainer.evaluate``), with the
-decoders as the stage's checkpoint holds them (frozen: the restarts'; trained beside ψ: their final state):
+Readings, on the manipulation's own evaluation subset with its fixed z noise (``restore_trainer(...).evaluate``),
+with the decoders as the stage's checkpoint holds them (frozen: the restarts'; trained beside ψ: their final state):
 
 - ``none``     x itself (the stage's "before");
 - ``paired``   m(w) on its own image (the stage's "after");
@@ -37,9 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from probe.data import open_store
-from probe.perturb.adversarial import _Trainer, resolve_manipulation_config
-from probe.train.run_folder import ManipulationRunFolder
+from probe.perturb.adversarial import restore_trainer
 
 
 class _Fixed(nn.Module):
@@ -57,13 +55,8 @@ class _Fixed(nn.Module):
 
 
 def read(manipulation_dir: str, permutations: int, seed: int) -> dict:
-    folder = ManipulationRunFolder(manipulation_dir)
-    folder.require_complete("the manipulation stage has not finished")
-    record = folder.read_config()
-    store = open_store(record["store"]["path"])
-    cfg = resolve_manipulation_config(record["config"], store.name)
-    trainer = _Trainer(store, cfg, record["entangled"], record["disentangled"], torch.device("cpu"))
-    trainer.load_state_dict(folder.load_checkpoint())
+    trainer = restore_trainer(manipulation_dir)
+    cfg = trainer.cfg
     net = trainer.net.eval()
     # the evaluation subset's factor rows: a permutation moves m between these rows only
     w_eval = trainer.w[trainer.eval_idx]
@@ -77,7 +70,7 @@ def read(manipulation_dir: str, permutations: int, seed: int) -> dict:
         return {"entangled": res["entangled"], "disentangled": res["disentangled"], "gap": res["dis_minus_ent"]}
 
     rng = np.random.RandomState(seed)
-    out = {"dir": str(folder.path), "store": record["store"]["path"], "epsilon": cfg["epsilon"],
+    out = {"dir": str(manipulation_dir), "store": str(trainer.store.path), "epsilon": cfg["epsilon"],
            "freeze_psi": cfg.get("freeze_psi", False), "decoder_batches_per_step": cfg["decoder_batches_per_step"],
            "images": int(trainer.eval_idx.shape[0])}
     with torch.no_grad():

@@ -70,11 +70,11 @@ def test_training_outputs_and_provenance(restarts, manipulation):
 def test_psi_step_lowers_the_adversarial_objective(restarts):
     """One Adam step on ψ decreases L_ent − L_dis on the batch it was computed on (the sign is right)."""
     from probe.data import open_store
-    from probe.perturb.adversarial import _Trainer, resolve_manipulation_config
+    from probe.perturb.adversarial import ManipulationTrainer, resolve_manipulation_config
 
     store, runs, root = restarts
     cfg = resolve_manipulation_config({**TINY, "lr": 1e-3, "batch_size": 32}, "dsprites")
-    trainer = _Trainer(open_store(store.path), cfg, [runs[0]], [runs[1]], torch.device("cpu"))
+    trainer = ManipulationTrainer(open_store(store.path), cfg, [runs[0]], [runs[1]], torch.device("cpu"))
     state = trainer.generator.get_state()
     batch = trainer._draw()
     trainer.generator.set_state(state)
@@ -175,14 +175,14 @@ def test_random_psi_control_keeps_psi_at_its_initialisation_while_the_decoders_l
     shared initialisation, the same batches and z noise) equals the learned run's exactly."""
     from probe.data import open_store
     from probe.perturb import train_manipulation
-    from probe.perturb.adversarial import _Trainer, resolve_manipulation_config
+    from probe.perturb.adversarial import ManipulationTrainer, resolve_manipulation_config
     from probe.train import ManipulationRunFolder, load_run
 
     store, runs, root = restarts
     control = train_manipulation(store.path, [runs[0]], [runs[1]], root / "random", {**TINY, "freeze_psi": True},
                                  progress=False)
     cfg = resolve_manipulation_config({**TINY, "freeze_psi": True}, "dsprites")
-    init = _Trainer(open_store(store.path), cfg, [runs[0]], [runs[1]], torch.device("cpu")).net.state_dict()
+    init = ManipulationTrainer(open_store(store.path), cfg, [runs[0]], [runs[1]], torch.device("cpu")).net.state_dict()
     state = ManipulationRunFolder(control).load_checkpoint()
     assert state["step"] == 4 and state["manipulation"].keys() == init.keys()
     assert all(torch.equal(state["manipulation"][k], init[k]) for k in init)  # ψ never moved
@@ -237,16 +237,22 @@ def test_permuted_m_gives_each_image_another_images_m_and_an_image_independent_m
 
     from probe.data import open_store
     from probe.pipeline.stages.manipulate import run_record
-    from probe.perturb.adversarial import _Trainer, resolve_manipulation_config
+    from probe.perturb.adversarial import ManipulationTrainer, resolve_manipulation_config, restore_trainer
 
     store, runs, _ = restarts
     final = json.loads((manipulation / "done.json").read_text())["final"]
     assert set(final["after_shuffled"]) == set(final["after"])
     record = run_record(manipulation)
     assert record["dis_minus_ent"]["after_shuffled"] == final["after_shuffled"]["dis_minus_ent"]
+    # the finished run restored from its checkpoint rescores both readings of its done record exactly
+    restored = restore_trainer(manipulation)
+    assert restored.evaluate(manipulated=True) == pytest.approx(final["after"], rel=1e-6)
+    assert restored.evaluate(manipulated=True, m_rows=torch.from_numpy(
+        np.random.RandomState(restored.cfg["seed"] + 4).permutation(restored.eval_idx.shape[0]))) \
+        == pytest.approx(final["after_shuffled"], rel=1e-6)
 
     cfg = resolve_manipulation_config(TINY, "dsprites")
-    trainer = _Trainer(open_store(store.path), cfg, [runs[0]], [runs[1]], torch.device("cpu"))
+    trainer = ManipulationTrainer(open_store(store.path), cfg, [runs[0]], [runs[1]], torch.device("cpu"))
     torch.manual_seed(3)
     with torch.no_grad():  # a ψ whose m varies with w enough to move the losses
         for p in trainer.net.parameters():

@@ -247,7 +247,7 @@ def train_manipulation(store_path, entangled_runs, disentangled_runs, out_dir, c
         return folder.path
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    trainer = _Trainer(store, cfg, entangled_runs, disentangled_runs, device)
+    trainer = ManipulationTrainer(store, cfg, entangled_runs, disentangled_runs, device)
     if session.resumed:
         before = folder.read_before()
     else:
@@ -282,7 +282,7 @@ def _identity_of(record: dict) -> dict:
             "disentangled": [digests.get(r) for r in record.get("disentangled") or []]}
 
 
-class _Trainer:
+class ManipulationTrainer:
     """The manipulation's state (ψ, both sides' decoders, their optimisers, the batch generator) and its step."""
 
     def __init__(self, store, cfg, entangled_runs, disentangled_runs, device):
@@ -466,6 +466,22 @@ def load_manipulation(manipulation_dir, device: str = "cpu") -> tuple[Manipulati
             "identity_digest": record["identity_digest"], "epsilon": float(state["epsilon"]),
             "entangled": record["entangled"], "disentangled": record["disentangled"], "final": done.get("final")}
     return net, info
+
+
+def restore_trainer(manipulation_dir, device: str = "cpu") -> ManipulationTrainer:
+    """A finished manipulation's trainer as its checkpoint left it (ψ and both sides' decoders, the evaluation
+    subset and its fixed z noise), for rescoring x′ with ``evaluate`` — e.g. with m moved between images
+    (``benchmarks/m_pairing.py``)."""
+    from probe.data import open_store
+
+    folder = ManipulationRunFolder(manipulation_dir)
+    folder.require_complete(_UNFINISHED_HINT)
+    record = folder.read_config()
+    store = open_store(record["store"]["path"])
+    cfg = resolve_manipulation_config(record["config"], store.name)
+    trainer = ManipulationTrainer(store, cfg, record["entangled"], record["disentangled"], torch.device(device))
+    trainer.load_state_dict(folder.load_checkpoint())
+    return trainer
 
 
 def appendix_b1_deviations(config: dict | None, dataset: str | None) -> list[str]:
