@@ -445,17 +445,22 @@ def manipulation_final(manipulation_dir) -> dict:
     return folder.read_done().get("final") or {}
 
 
-def load_manipulation(manipulation_dir, device: str = "cpu") -> tuple[ManipulationNet, dict]:
-    """The trained m_ψ (eval mode) and ``{"config", "store", "checkpoint_sha256", "epsilon", ...}``."""
+def _finished_run(manipulation_dir):
+    """(folder, config record, done record, checkpoint sha256, checkpoint state) of a finished manipulation run whose
+    checkpoint matches the checksum in its done record; UserError otherwise."""
     folder = ManipulationRunFolder(manipulation_dir)
     folder.require_complete(_UNFINISHED_HINT)
-    record = folder.read_config()
     done = folder.read_done()
     digest = folder.checkpoint_sha256()
     if digest != done.get("checkpoint_sha256"):
         raise UserError(f"{folder.checkpoint_path} does not match the checksum in {folder.done_path}; "
                         "the manipulation run is corrupt")
-    state = folder.load_checkpoint()
+    return folder, folder.read_config(), done, digest, folder.load_checkpoint()
+
+
+def load_manipulation(manipulation_dir, device: str = "cpu") -> tuple[ManipulationNet, dict]:
+    """The trained m_ψ (eval mode) and ``{"config", "store", "checkpoint_sha256", "epsilon", ...}``."""
+    folder, record, done, digest, state = _finished_run(manipulation_dir)
     spec = state["net"]
     net = ManipulationNet(spec["num_factors"], tuple(spec["image_shape"]), spec["input_hidden"], spec["bottleneck_activation"],
                           bottleneck_embedding=spec.get("bottleneck_embedding", "linear"),
@@ -474,13 +479,11 @@ def restore_trainer(manipulation_dir, device: str = "cpu") -> ManipulationTraine
     (``benchmarks/m_pairing.py``)."""
     from probe.data import open_store
 
-    folder = ManipulationRunFolder(manipulation_dir)
-    folder.require_complete(_UNFINISHED_HINT)
-    record = folder.read_config()
+    _, record, _, _, state = _finished_run(manipulation_dir)
     store = open_store(record["store"]["path"])
     cfg = resolve_manipulation_config(record["config"], store.name)
     trainer = ManipulationTrainer(store, cfg, record["entangled"], record["disentangled"], torch.device(device))
-    trainer.load_state_dict(folder.load_checkpoint())
+    trainer.load_state_dict(state)
     return trainer
 
 
