@@ -168,3 +168,72 @@ def test_locatello_rejects_bad_resolution():
         build_encoder("locatello", (1, 24, 24), 4)
     with pytest.raises(ValueError):
         build_encoder("locatello", (1, 8, 8), 4)
+
+
+# -- the representation the metrics read: one encoder pass, the protocol's values ---------------------
+
+_SMALL_QUANTIZED = {  # tests/test_quantized.py's widths: 16×16 models built in milliseconds
+    "qlae": {"enc_widths": [8, 16], "dec_widths": [16, 8], "dense_width": 32},
+    "tripod": {"enc_widths": [8, 16, 16], "enc_hidden": 32, "dec_widths": [16, 16], "cond_dim": 32},
+    "factor-qvae": {"channels": 8, "hidden": 32, "dec_input_channels": 8, "disc_width": 64, "disc_hidden_layers": 2},
+    "qvae": {"channels": 8, "hidden": 32, "dec_input_channels": 8},
+    "dvae": {"channels": 8, "hidden": 32, "dec_input_channels": 8},
+}
+
+
+def _built_model(name: str):
+    from probe.models.registry import BUILTIN_MODELS, get_model_class
+
+    assert name in BUILTIN_MODELS
+    cls = get_model_class(name)
+    torch.manual_seed(0)
+    model = cls(resolve_config(cls, None, _SMALL_QUANTIZED.get(name, {})), (1, 16, 16), 3)
+    return model.eval()
+
+
+@pytest.mark.parametrize("name", ["ae", "beta-vae", "beta-tcvae", "factor-vae", "dip-vae-i", "dip-vae-ii", "slow-vae",
+                                  "rtc-vae", "pcl", "linear-vae", "qlae", "tripod", "factor-qvae", "qvae", "dvae"])
+def test_representation_is_the_three_methods_from_one_encoder_pass(name):
+    from probe.models.base import composed_representation
+
+    model = _built_model(name)
+    x = torch.rand(7, 1, 16, 16, generator=torch.Generator().manual_seed(1))
+    calls = []
+    model.encoder.register_forward_hook(lambda *_: calls.append(1))
+    with torch.no_grad():
+        one_pass = model.representation(x)
+        passes = len(calls)
+        composed = composed_representation(model, x)
+    assert passes == 1  # evaluation encodes each image once (was two passes for every Gaussian encoder)
+    assert sorted(one_pass) == sorted(composed) and "codes" in one_pass
+    for key, value in composed.items():
+        assert torch.equal(one_pass[key], value), key  # bit for bit: the metrics cannot change
+    if name in ("ae", "pcl"):
+        assert sorted(one_pass) == ["codes"]
+    elif name in _SMALL_QUANTIZED:
+        assert sorted(one_pass) == ["codes", "discrete"]
+    else:
+        assert sorted(one_pass) == ["codes", "variance"]
+
+
+def test_a_subclass_that_redefines_encode_is_read_through_its_own_methods():
+    """A plug-in deriving from a built-in and redefining ``encode`` must not get the parent's one-pass shortcut."""
+    from probe.models.base import representation_of
+
+    class ShiftedCodes(BetaVAE):
+        def encode(self, x):
+            return super().encode(x) + 1.0
+
+    torch.manual_seed(0)
+    model = ShiftedCodes(resolve_config(ShiftedCodes, None, None), (1, 16, 16), 3).eval()
+    x = torch.rand(4, 1, 16, 16)
+    with torch.no_grad():
+        out = model.representation(x)
+        mean, logvar = model.encode_distribution(x)
+    assert torch.equal(out["codes"], mean + 1.0) and torch.equal(out["variance"], logvar.exp())
+
+    class EncodeOnly(torch.nn.Module):  # a plug-in module that defines only encode
+        def encode(self, x):
+            return x.flatten(1)[:, :2]
+
+    assert sorted(representation_of(EncodeOnly(), x)) == ["codes"]

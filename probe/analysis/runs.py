@@ -27,8 +27,10 @@ def to_model_input(images_uint8: np.ndarray):
 def encode_sample(model, store, n: int, *, seed: int = 0, batch_size: int = 256) -> dict:
     """Encode ``n`` images drawn uniformly (without replacement when possible) from ``store``.
     Returns indices [n], factors [n, K], images uint8 [n, H, W, C], codes [n, D] (``model.encode``)
-    and variances [n, D] (``model.posterior_variance``) or None."""
+    and variances [n, D] (``model.posterior_variance``) or None, both from one encoder pass where the model has one."""
     import torch
+
+    from probe.models.base import representation_of
 
     rng = np.random.default_rng(seed)
     total = len(store)
@@ -37,9 +39,9 @@ def encode_sample(model, store, n: int, *, seed: int = 0, batch_size: int = 256)
     codes, variances = [], []
     with torch.no_grad():
         for start in range(0, len(indices), batch_size):
-            x = to_model_input(images[start:start + batch_size])
-            codes.append(model.encode(x).float().cpu().numpy())
-            var = model.posterior_variance(x)
+            out = representation_of(model, to_model_input(images[start:start + batch_size]))
+            codes.append(out["codes"].float().cpu().numpy())
+            var = out.get("variance")
             variances.append(None if var is None else var.float().cpu().numpy())
     return {
         "indices": indices,

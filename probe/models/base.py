@@ -19,6 +19,9 @@ precision, checkpoints and logging. The contract:
 * ``encode(x) -> codes [B, D]``  the representation the metrics see (posterior mean for VAEs).
 * ``posterior_variance(x) -> [B, D] | None``  for σ-ordering and active units.
 * ``discrete_codes(x) -> LongTensor [B, D] | None``  integer code indices (quantized models).
+* ``representation(x) -> {"codes", "variance"?, "discrete"?}``  the three above from one encoder pass, what the
+  metrics read (default: the three methods called in turn; models whose encoder yields them together override it,
+  so evaluation encodes each image once rather than two or three times).
 * ``reconstruct(x) -> [B, C, H, W]`` in [0, 1].
 * ``vmappable``              True if ``loss`` draws random numbers only through ``normal_like`` and
                              ``permutation`` (below), so that seeds can train together (probe.train.batched).
@@ -116,8 +119,37 @@ class ProbeModel(nn.Module):
     def discrete_codes(self, x: torch.Tensor) -> torch.Tensor | None:
         return None
 
+    def representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``{"codes": encode(x), "variance": posterior_variance(x), "discrete": discrete_codes(x)}``, the entries that
+        are None left out. Overridden where one encoder pass gives them all; the values must equal these."""
+        return composed_representation(self, x)
+
     def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
+
+
+def composed_representation(model, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The representation from the protocol's three methods, one call each (a plug-in module need define only
+    ``encode``)."""
+    out = {"codes": model.encode(x)}
+    for key, method in (("variance", "posterior_variance"), ("discrete", "discrete_codes")):
+        value = getattr(model, method, lambda _x: None)(x)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def redefines(model, owner: type, *methods: str) -> bool:
+    """Whether ``model``'s class redefines any of ``methods`` below ``owner``: then ``owner``'s one-pass
+    ``representation`` would not be what those methods return, and the composed one is used instead."""
+    return any(getattr(type(model), name) is not getattr(owner, name) for name in methods)
+
+
+def representation_of(model, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``model.representation(x)``, or the composed one for a plug-in ``nn.Module`` that does not subclass
+    ProbeModel."""
+    method = getattr(model, "representation", None)
+    return method(x) if callable(method) else composed_representation(model, x)
 
 
 # -- shared loss pieces -------------------------------------------------------------------------------
@@ -229,6 +261,12 @@ class GaussianVAE(ProbeModel):
 
     def posterior_variance(self, x: torch.Tensor) -> torch.Tensor:
         return self.encode_distribution(x)[1].exp()
+
+    def representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        if redefines(self, GaussianVAE, "encode", "posterior_variance", "discrete_codes"):
+            return composed_representation(self, x)
+        mean, logvar = self.encode_distribution(x)  # one encoder pass for both
+        return {"codes": mean, "variance": logvar.exp()}
 
     def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self.decode(self.encode(x)))

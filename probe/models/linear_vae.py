@@ -19,7 +19,7 @@ import math
 import torch
 from torch import nn
 
-from probe.models.base import ADAM_DEFAULTS, Batch, ProbeModel, normal_like
+from probe.models.base import ADAM_DEFAULTS, Batch, ProbeModel, composed_representation, normal_like, redefines
 
 
 class LinearVAE(ProbeModel):
@@ -73,6 +73,12 @@ class LinearVAE(ProbeModel):
 
     def posterior_variance(self, x: torch.Tensor) -> torch.Tensor:
         return self.encode_distribution(x)[1].exp()
+
+    def representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        if redefines(self, LinearVAE, "encode", "posterior_variance", "discrete_codes"):
+            return composed_representation(self, x)
+        mean, log_var = self.encode_distribution(x)
+        return {"codes": mean, "variance": log_var.exp()}
 
     def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
         """Decoder mean of the posterior mean, clipped to [0, 1] (a linear decoder is unbounded)."""

@@ -57,7 +57,7 @@ from typing import Any, Callable, ClassVar
 import torch
 from torch import nn
 
-from probe.models.base import Batch, ProbeModel
+from probe.models.base import Batch, ProbeModel, composed_representation, redefines
 from probe.models.qlae import binary_cross_entropy_mean, build_shared_nets, check_arch
 from probe.models.quantize import finite_scalar_quantize, fsq_indices
 
@@ -250,6 +250,12 @@ class Tripod(ProbeModel):
 
     def discrete_codes(self, x: torch.Tensor) -> torch.Tensor:
         return fsq_indices(torch.tanh(self.encoder(x)), int(self.config["num_levels"]))
+
+    def representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        if redefines(self, Tripod, "encode", "discrete_codes", "posterior_variance"):
+            return composed_representation(self, x)
+        q = self.quantize(x)  # one encoder pass; q.indices is fsq_indices(tanh(raw)) of the same raw latents
+        return {"codes": q.quantized, "discrete": q.indices}
 
     def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self.decoder(self.encode(x)))

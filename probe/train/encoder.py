@@ -9,6 +9,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from probe.models.base import representation_of
 from probe.train.trainer import load_run
 
 
@@ -35,14 +36,7 @@ def model_encoder(model, device: str = "cpu", batch_size: int = 2048, config: di
     def encode(images: np.ndarray) -> dict:
         parts: dict[str, list] = {}
         for s in range(0, images.shape[0], batch_size):
-            x = to_tensor(images[s:s + batch_size])
-            out = {"codes": model.encode(x)}
-            var = model.posterior_variance(x)
-            if var is not None:
-                out["variance"] = var
-            disc = model.discrete_codes(x)
-            if disc is not None:
-                out["discrete"] = disc
+            out = representation_of(model, to_tensor(images[s:s + batch_size]))  # one encoder pass where it can
             for k, v in out.items():
                 parts.setdefault(k, []).append(v.detach().float().cpu().numpy() if k != "discrete"
                                                else v.detach().cpu().numpy().astype(np.int64))
