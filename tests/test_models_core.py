@@ -237,3 +237,32 @@ def test_a_subclass_that_redefines_encode_is_read_through_its_own_methods():
             return x.flatten(1)[:, :2]
 
     assert sorted(representation_of(EncodeOnly(), x)) == ["codes"]
+
+
+def test_model_encoder_splits_cpu_batches_without_changing_codes(monkeypatch):
+    """On a CPU the encoder runs forward passes of at most CPU_FORWARD_BATCH images (faster: the activations stay in
+    cache); the codes are those of one large batch, and an accelerator keeps the caller's batch."""
+    import numpy as np
+
+    from probe.train import encoder as encoder_module
+
+    assert encoder_module.forward_batch(2048, "cpu") == encoder_module.CPU_FORWARD_BATCH
+    assert encoder_module.forward_batch(64, "cpu") == 64
+    assert encoder_module.forward_batch(2048, "cuda") == 2048  # a device string only: nothing is allocated there
+
+    model = _built_model("beta-vae")
+    images = (np.random.default_rng(0).random((37, 16, 16, 1)) * 255).astype(np.uint8)
+    seen = []
+    model.encoder.register_forward_hook(lambda _m, inputs, _o: seen.append(inputs[0].shape[0]))
+    monkeypatch.setattr(encoder_module, "CPU_FORWARD_BATCH", 16)
+    encode = encoder_module.model_encoder(model, "cpu", batch_size=2048).encode
+    seen.clear()  # model_encoder probes reconstruct() on one image
+    split = encode(images)
+    assert seen == [16, 16, 5]
+    monkeypatch.setattr(encoder_module, "CPU_FORWARD_BATCH", 4096)
+    encode = encoder_module.model_encoder(model, "cpu", batch_size=2048).encode
+    seen.clear()
+    whole = encode(images)
+    assert seen == [37]
+    for key in ("codes", "variance"):
+        np.testing.assert_allclose(split[key], whole[key], rtol=1e-6, atol=1e-7)

@@ -26,8 +26,22 @@ class ModelEncoder:
     config: dict | None = None
 
 
+# The largest batch a model sees in one forward pass on a CPU. Encoding the dSprites-like quick store's β-VAE, PCL and
+# AE on this project's 2-core VM (one thread) took about half as long in batches of 256 as of 2048 (the activations
+# of a 2048-image batch do not stay in cache), with the same codes bit for bit (docs/notes/metrics.md). An
+# accelerator keeps the caller's batch.
+CPU_FORWARD_BATCH = 256
+
+
+def forward_batch(batch_size: int, device) -> int:
+    """The images per forward pass: ``batch_size``, at most ``CPU_FORWARD_BATCH`` on a CPU."""
+    return min(int(batch_size), CPU_FORWARD_BATCH) if torch.device(device).type == "cpu" else int(batch_size)
+
+
 def model_encoder(model, device: str = "cpu", batch_size: int = 2048, config: dict | None = None) -> ModelEncoder:
-    """The encoder of a probe model (``probe.models.base`` protocol) in eval mode on ``device``."""
+    """The encoder of a probe model (``probe.models.base`` protocol) in eval mode on ``device``; each call is
+    encoded in forward passes of ``forward_batch(batch_size, device)`` images."""
+    batch_size = forward_batch(batch_size, device)
 
     def to_tensor(images: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(images)).to(device).permute(0, 3, 1, 2).float().div_(255.0)
