@@ -252,7 +252,7 @@ class Tripod(ProbeModel):
         return fsq_indices(torch.tanh(self.encoder(x)), int(self.config["num_levels"]))
 
     def representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        if redefines(self, Tripod, "encode", "discrete_codes", "posterior_variance"):
+        if redefines(self, Tripod, "encode", "discrete_codes", "posterior_variance", "quantize"):
             return composed_representation(self, x)
         q = self.quantize(x)  # one encoder pass; q.indices is fsq_indices(tanh(raw)) of the same raw latents
         return {"codes": q.quantized, "discrete": q.indices}
