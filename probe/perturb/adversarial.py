@@ -44,6 +44,7 @@ from probe.perturb.manipulation import (BOTTLENECK_EMBEDDINGS, RENDER_BIAS_INITS
                                         manipulate, manipulation_coverage, normalised_factors)
 from probe.provenance import code_version, digest_json, environment
 from probe.train import ManipulationRunFolder, RunFolder
+from probe.train.encoder import forward_batch
 from probe.train.loop import Schedule, open_run
 
 DEFAULT_EPSILON = {"dsprites": 0.1, "shapes3d": 0.175}  # §5.2: "0.1 for dSprites and 0.175 for Shapes3D"
@@ -159,6 +160,7 @@ def _load_restart(run_dir, store, device):
 
 @torch.no_grad()
 def _encode_store(model, images_u8: torch.Tensor, batch: int = 1024):
+    batch = forward_batch(batch, images_u8.device)  # CPU-sized forward passes, the codes unchanged (probe.train.encoder)
     means, logvars = [], []
     for start in range(0, images_u8.shape[0], batch):
         x = images_u8[start:start + batch].permute(0, 3, 1, 2).float() / 255.0
