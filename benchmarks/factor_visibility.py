@@ -21,44 +21,50 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-from collections import defaultdict
 
 import numpy as np
 
 from probe.data import open_store
 
 
-def entropy(counts: np.ndarray) -> float:
+def plug_in_entropy(labels: np.ndarray) -> float:
+    """Entropy (nats) of the empirical distribution of ``labels`` [n] or of the rows of ``labels`` [n, m]."""
+    counts = np.unique(labels, axis=0, return_counts=True)[1] if labels.ndim > 1 else np.unique(labels, return_counts=True)[1]
     p = counts / counts.sum()
     return float(-(p * np.log(p)).sum())
 
 
-def visibility(store, by: int | None = None, block: int = 8192) -> dict:
-    sizes = [int(s) for s in store.factor_sizes]
-    factors = np.asarray(store.factors)
-    groups: dict[bytes, list[int]] = defaultdict(list)  # image bytes' hash -> the grid rows rendering that image
+def image_ids(store, block: int = 8192) -> np.ndarray:
+    """One integer per grid row; equal where the rows render byte-identical images."""
+    seen: dict[bytes, int] = {}
+    ids = np.empty(store.num_images, dtype=np.int64)
     for start in range(0, store.num_images, block):
         for i, image in enumerate(np.asarray(store.images[start:start + block])):
-            groups[hashlib.blake2b(image.tobytes(), digest_size=16).digest()].append(start + i)
-    n = store.num_images
-    cond = np.zeros(len(sizes))                                   # H(w_k | x), averaged over images
-    cond_by = defaultdict(lambda: np.zeros(len(sizes)))           # the same within each value of factor `by`
-    count_by: dict[int, int] = defaultdict(int)
-    for rows in groups.values():
-        block_factors = factors[rows]
-        h = np.array([entropy(np.unique(block_factors[:, k], return_counts=True)[1]) for k in range(len(sizes))])
-        cond += len(rows) / n * h
-        if by is not None:
-            for value in block_factors[:, by]:
-                cond_by[int(value)] += h
-                count_by[int(value)] += 1
-    ceiling = [1.0 - c / np.log(s) if s > 1 else None for c, s in zip(cond, sizes)]
-    out = {"factor_names": list(store.factor_names), "factor_sizes": sizes, "images": n, "distinct_images": len(groups),
-           "ceiling": [None if c is None else round(float(c), 4) for c in ceiling]}
-    if by is not None:
+            ids[start + i] = seen.setdefault(hashlib.blake2b(image.tobytes(), digest_size=16).digest(), len(seen))
+    return ids
+
+
+def ceilings(ids: np.ndarray, factors: np.ndarray, sizes) -> list:
+    """1 − H(w_k | x) / H(w_k) per factor over the grid's rows (uniform); H(w_k | x) = H(x, w_k) − H(x)."""
+    h_x = plug_in_entropy(ids)
+    out = []
+    for k, size in enumerate(sizes):
+        h_k = plug_in_entropy(factors[:, k])
+        out.append(None if size <= 1 or h_k == 0 else
+                   round(1.0 - (plug_in_entropy(np.stack([ids, factors[:, k]], 1)) - h_x) / h_k, 4))
+    return out
+
+
+def visibility(store, by: int | None = None) -> dict:
+    sizes = [int(s) for s in store.factor_sizes]
+    factors = np.asarray(store.factors, dtype=np.int64)
+    ids = image_ids(store)
+    out = {"factor_names": list(store.factor_names), "factor_sizes": sizes, "images": int(store.num_images),
+           "distinct_images": int(ids.max()) + 1, "ceiling": ceilings(ids, factors, sizes)}
+    if by is not None:  # within one value of factor `by` (its rows uniform again)
         out["by"] = {"factor": store.factor_names[by], "ceiling": {
-            value: [None if s <= 1 else round(float(1.0 - cond_by[value][k] / count_by[value] / np.log(s)), 4)
-                    for k, s in enumerate(sizes)] for value in sorted(count_by)}}
+            int(v): ceilings(ids[factors[:, by] == v], factors[factors[:, by] == v], sizes)
+            for v in np.unique(factors[:, by])}}
     return out
 
 

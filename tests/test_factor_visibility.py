@@ -1,0 +1,38 @@
+"""benchmarks/factor_visibility.py on hand-made grids: the ceiling on a factor's normalised MI is what the images
+determine of it (the regime gate's 0.2 is only reachable where the images carry it)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+_SPEC = importlib.util.spec_from_file_location(
+    "factor_visibility", Path(__file__).resolve().parents[1] / "benchmarks" / "factor_visibility.py")
+factor_visibility = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(factor_visibility)
+
+
+def _grid_store(render):
+    """A 2-factor grid (a: 4 values, b: 2 values) whose image of row (a, b) is ``render(a, b)`` (uint8 [2, 2, 1])."""
+    factors = np.array([(a, b) for a in range(4) for b in range(2)], dtype=np.int64)
+    images = np.stack([render(a, b) for a, b in factors]).astype(np.uint8)
+    return SimpleNamespace(factor_sizes=[4, 2], factor_names=["a", "b"], factors=factors, images=images,
+                           num_images=len(factors))
+
+
+def test_a_factor_the_images_do_not_show_has_ceiling_zero_and_a_visible_one_ceiling_one():
+    store = _grid_store(lambda a, b: np.full((2, 2, 1), a))  # b never changes the image
+    out = factor_visibility.visibility(store)
+    assert out["distinct_images"] == 4
+    assert out["ceiling"] == [1.0, 0.0]
+
+
+def test_a_two_fold_symmetry_halves_the_information_of_a_four_valued_factor():
+    # a and a + 2 render alike (a 180° turn of a two-fold symmetric sprite): H(a | x) = log 2 of H(a) = log 4
+    store = _grid_store(lambda a, b: np.array([[a % 2, b], [0, 0]])[..., None])
+    out = factor_visibility.visibility(store, by=1)
+    assert out["ceiling"] == [0.5, 1.0]
+    assert out["by"]["ceiling"] == {0: [0.5, None], 1: [0.5, None]}  # within one value of b, b has no entropy
