@@ -1,4 +1,5 @@
-"""How much of each factor the images themselves determine: the ceiling on any encoder's normalised MI.
+"""How much of each factor the images themselves determine: the ceiling on any encoder's normalised MI
+(``probe.data.visibility``, which the report stage records for the orig store), here also per value of a factor.
 
 The regime gate counts a factor as encoded when some latent holds ≥ 0.2 of its entropy (normalised MI). A factor whose
 values render identical images cannot be held beyond what the images carry: a square rotated by 90° is the same
@@ -19,40 +20,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 
 import numpy as np
 
 from probe.data import open_store
-
-
-def plug_in_entropy(labels: np.ndarray) -> float:
-    """Entropy (nats) of the empirical distribution of ``labels`` [n] or of the rows of ``labels`` [n, m]."""
-    counts = np.unique(labels, axis=0, return_counts=True)[1] if labels.ndim > 1 else np.unique(labels, return_counts=True)[1]
-    p = counts / counts.sum()
-    return float(-(p * np.log(p)).sum())
-
-
-def image_ids(store, block: int = 8192) -> np.ndarray:
-    """One integer per grid row; equal where the rows render byte-identical images."""
-    seen: dict[bytes, int] = {}
-    ids = np.empty(store.num_images, dtype=np.int64)
-    for start in range(0, store.num_images, block):
-        for i, image in enumerate(np.asarray(store.images[start:start + block])):
-            ids[start + i] = seen.setdefault(hashlib.blake2b(image.tobytes(), digest_size=16).digest(), len(seen))
-    return ids
-
-
-def ceilings(ids: np.ndarray, factors: np.ndarray, sizes) -> list:
-    """1 − H(w_k | x) / H(w_k) per factor over the grid's rows (uniform); H(w_k | x) = H(x, w_k) − H(x)."""
-    h_x = plug_in_entropy(ids)
-    out = []
-    for k, size in enumerate(sizes):
-        h_k = plug_in_entropy(factors[:, k])
-        out.append(None if size <= 1 or h_k == 0 else
-                   round(1.0 - (plug_in_entropy(np.stack([ids, factors[:, k]], 1)) - h_x) / h_k, 4))
-    return out
+from probe.data.visibility import ceilings, image_ids
 
 
 def visibility(store, by: int | None = None) -> dict:
@@ -60,10 +33,10 @@ def visibility(store, by: int | None = None) -> dict:
     factors = np.asarray(store.factors, dtype=np.int64)
     ids = image_ids(store)
     out = {"factor_names": list(store.factor_names), "factor_sizes": sizes, "images": int(store.num_images),
-           "distinct_images": int(ids.max()) + 1, "ceiling": ceilings(ids, factors, sizes)}
+           "distinct_images": int(ids.max()) + 1, "ceiling": ceilings(ids, factors)}
     if by is not None:  # within one value of factor `by` (its rows uniform again)
         out["by"] = {"factor": store.factor_names[by], "ceiling": {
-            int(v): ceilings(ids[factors[:, by] == v], factors[factors[:, by] == v], sizes)
+            int(v): ceilings(ids[factors[:, by] == v], factors[factors[:, by] == v])
             for v in np.unique(factors[:, by])}}
     return out
 

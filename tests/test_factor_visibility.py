@@ -1,5 +1,5 @@
-"""benchmarks/factor_visibility.py on hand-made grids: the ceiling on a factor's normalised MI is what the images
-determine of it (the regime gate's 0.2 is only reachable where the images carry it)."""
+"""probe.data.visibility (and benchmarks/factor_visibility.py's per-value view) on hand-made grids: the ceiling on a
+factor's normalised MI is what the images determine of it (the regime gate's 0.2 is only reachable where they do)."""
 
 from __future__ import annotations
 
@@ -24,10 +24,11 @@ def _grid_store(render):
 
 
 def test_a_factor_the_images_do_not_show_has_ceiling_zero_and_a_visible_one_ceiling_one():
+    from probe.data.visibility import factor_ceilings
+
     store = _grid_store(lambda a, b: np.full((2, 2, 1), a))  # b never changes the image
-    out = factor_visibility.visibility(store)
-    assert out["distinct_images"] == 4
-    assert out["ceiling"] == [1.0, 0.0]
+    assert factor_ceilings(store) == [1.0, 0.0]
+    assert factor_visibility.visibility(store)["distinct_images"] == 4
 
 
 def test_a_two_fold_symmetry_halves_the_information_of_a_four_valued_factor():

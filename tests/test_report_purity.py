@@ -68,6 +68,11 @@ def test_the_report_stage_records_what_needs_models_and_stores(computed_workdir)
     assert inputs["stores"]["orig"]["factor_names"] == ["shape", "level", "x", "y"]
     assert inputs["stores"]["orig"]["factor_sizes"] == [2, 3, 4, 4] and inputs["stores"]["orig"]["num_images"] == 96
     assert "mean_image_mse" in inputs["stores"]["orig"] and "factor_names" not in inputs["stores"]["mod"]  # no store
+    from probe.data.visibility import factor_ceilings
+
+    ceiling = inputs["stores"]["orig"]["factor_ceiling"]  # what the toy store's images determine of each factor
+    assert ceiling == factor_ceilings(open_store_of(inputs, computed_workdir)) and len(ceiling) == 4
+    assert all(c is None or 0 <= c <= 1 for c in ceiling)
     capture = inputs["factor_capture"]
     assert len(capture["runs"]) == len(inputs["runs"]) and capture["factor_names"] == ["shape", "level", "x", "y"]
     encoded = [e for e in capture["runs"] if "error" not in e]
@@ -82,6 +87,13 @@ def test_the_report_stage_records_what_needs_models_and_stores(computed_workdir)
         nmi = np.asarray(panel["nmi"])
         assert nmi.shape == (4, 4) and np.all((nmi >= 0) & (nmi <= 1 + 1e-9))
     assert inputs["manipulation_deviations"] is None  # the fake inputs record no setting (no manipulation config)
+
+
+def open_store_of(inputs, computed_workdir):
+    from probe.data import open_store
+    from probe.report.schema import resolve
+
+    return open_store(resolve(computed_workdir["workdir"], inputs["stores"]["orig"]["path"]))
 
 
 def test_traversal_tiles_round_trip(tmp_path):
@@ -106,6 +118,7 @@ def test_report_imports_no_model_code_and_reads_no_store(computed_workdir, tmp_p
     md = (tmp_path / "a" / "report.md").read_text()
     assert "figures/nmi_dsprites.png" in md and "figures/traversals_dsprites.png" in md
     assert "MIG recorded / recomputed" in md  # the capture of the two real runs is shown
+    assert "| orig images (ceiling) |" in md and "| beta-vae orig (highest over seeds) |" in md
 
     # the store and the trained run folders gone: the report is the same, so it never read them
     moved = computed_workdir["root"] / "moved"

@@ -7,7 +7,9 @@ stores, runs, restarts, provenance, setting) and adds, each from the stores and 
 
 * per store (``stores[variant]``): ``factor_names``, ``factor_sizes``, ``num_images``; for orig and mod
   ``mean_image_mse``, the MSE of the mean image on up to ``MEAN_IMAGE_SAMPLE`` images (the report's "did not train"
-  check; noise runs do not enter the verdict, so the noise store is not measured);
+  check; noise runs do not enter the verdict, so the noise store is not measured); for orig ``factor_ceiling``, what
+  its images determine of each factor over the whole grid (``probe.data.visibility``: the most of a factor's
+  entropy any latent can hold);
 * ``factor_capture``: which factors each retrained run encodes on MIG's own sample of its training store
   (``probe.metrics.mig.factor_capture``; the report counts, checks and tabulates them, ``probe.report.capture``);
 * ``restart_latents``: for the selected restarts, the normalised MI of factors × latents on ``NMI_SAMPLES`` orig
@@ -104,10 +106,11 @@ def mean_image_mse(images: np.ndarray, block: int = 1024) -> float:
 
 
 def store_facts(stores: dict, root) -> dict:
-    """``stores`` with each readable store's factor names, sizes and size, and the mean-image MSE of orig and mod
-    (``MEAN_IMAGE_SAMPLE`` images drawn with ``SEED``). A store that cannot be read gets no facts: the report then
+    """``stores`` with each readable store's factor names, sizes and size, the mean-image MSE of orig and mod
+    (``MEAN_IMAGE_SAMPLE`` images drawn with ``SEED``) and orig's factor ceilings. A store that cannot be read gets no facts: the report then
     falls back on the recorded config, or does not judge."""
     from probe.data import open_store
+    from probe.data.visibility import factor_ceilings
 
     out = {}
     for variant, entry in stores.items():
@@ -119,6 +122,8 @@ def store_facts(stores: dict, root) -> dict:
             continue
         entry.update(factor_names=list(store.factor_names), factor_sizes=[int(s) for s in store.factor_sizes],
                      num_images=int(store.num_images))
+        if variant == "orig":  # what its images determine of each factor: the ceiling on any latent's normalised MI
+            entry["factor_ceiling"] = factor_ceilings(store)
         if variant in MEAN_IMAGE_VARIANTS:
             n = min(store.num_images, MEAN_IMAGE_SAMPLE)
             index = np.sort(np.random.RandomState(SEED).choice(store.num_images, n, replace=False))

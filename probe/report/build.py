@@ -24,7 +24,7 @@ from probe.metrics.alignment import GLOBAL_PCA
 from probe.metrics.registry import PRIMARY_METRIC
 from probe.report import figures as fig
 from probe.report import paper
-from probe.report.capture import capture_of, encoded_by_run, summarise_capture
+from probe.report.capture import best_nmi_on_orig, capture_of, encoded_by_run, summarise_capture
 from probe.report.cells import cell as _cell, change as _change, fmt as _fmt, fmt_p as _fmt_p
 from probe.report.control import control_section
 from probe.report.document import Document
@@ -405,6 +405,18 @@ class _Builder:
             doc.table(["model", "variant"] + list(names),
                       [[model, variant] + [f"{_fmt(m)} ({c}/{g['n']})" if m is not None else "—"
                                            for m, c in zip(g["mean_gap"], g["encoding"])] for (model, variant), g in ordered])
+            ceiling = store_fact(inputs, "orig", "factor_ceiling")
+            if ceiling and len(ceiling) == len(names):
+                best = best_nmi_on_orig(good)
+                doc.para("What the original images determine of each factor: I(w_k; x)/H(w_k) over the store's whole "
+                         "grid, identical images grouped (1: every value renders differently; below 1 where values "
+                         "render alike, as a symmetric shape turned), the most of a factor's entropy any latent can "
+                         f"hold; beside it each model's highest best normalised MI over its orig runs (the regime gate "
+                         f"asks ≥ {CAPTURE_THRESHOLD}).")
+                doc.table(["", *names], [["orig images (ceiling)", *[_fmt(c) for c in ceiling]]]
+                          + [[f"{model} orig (highest over seeds)", *[_fmt(v) for v in values]]
+                             for model, values in sorted(best.items(), key=lambda kv: order.index(kv[0]))])
+                summary[name]["factor_ceiling"] = list(ceiling)
             doc.para(f"Split factors: seeds whose second-best latent also holds ≥ {CAPTURE_THRESHOLD} of the factor "
                      "(normalised MI, best − gap): the factor is encoded across two latents, which is what keeps its "
                      "gap small, rather than left out (cells: split seeds / runs).")

@@ -73,3 +73,14 @@ def encoded_by_run(capture: dict | None, model: str, variant: str = "orig") -> l
     """Encoded-factor counts (best normalised MI ≥ threshold) of one model's runs on one variant."""
     return [e["encoded"] for e in (capture or {}).get("runs", [])
             if e["model"] == model and e["variant"] == variant and "error" not in e]
+
+
+def best_nmi_on_orig(entries: list[dict]) -> dict[str, list[float | None]]:
+    """{model: per factor, the highest best normalised MI over its orig runs} (None where no run measured it)."""
+    per_model: dict[str, list] = {}
+    for e in entries:
+        if "error" not in e and e["variant"] == "orig" and e.get("best_nmi"):
+            per_model.setdefault(e["model"], []).append(e["best_nmi"])
+    return {model: [max((v for v in column if v is not None), default=None) for column in zip(*rows)]
+            for model, rows in per_model.items()}
+

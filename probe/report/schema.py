@@ -24,7 +24,9 @@ Top-level keys (schema ``SCHEMA_VERSION``):
   digest, epsilon}, "runs": [as ``runs``], "factor_capture": as the top-level one, computed by the writer}; null where
   no model trained on it — ``runs`` holds the orig, mod and noise runs only);
 * computed by the writer from stores and models (schema 2): per store in ``stores`` ``factor_names``,
-  ``factor_sizes``, ``num_images`` and, for orig and mod, ``mean_image_mse``; ``factor_capture`` (per retrained
+  ``factor_sizes``, ``num_images`` and, for orig and mod, ``mean_image_mse`` (for orig also ``factor_ceiling``, per
+  factor the most of its entropy the images determine, ``probe.data.visibility``; files written before session 46 lack
+  it and the report leaves it out); ``factor_capture`` (per retrained
   run, ``CAPTURE_FIELDS``); ``restart_latents`` (NMI matrices and latent-traversal PNGs of the selected
   restarts); ``manipulation_deviations`` (appendix B.1). A file without them (schema 1) still renders; the report
   says what it lacks (``missing_section``);
@@ -67,7 +69,7 @@ CAPTURE_FIELDS = ("gap", "latent", "best_nmi", "mig", "active")
 # factor_capture["sample"]: MIG's own sample, as the evaluation drew it
 CAPTURE_SAMPLE_FIELDS = ("seed", "recorded", "num_train", "num_test", "draw_batch_size", "num_bins")
 # stores[variant] facts the writer adds
-STORE_FACTS = ("factor_names", "factor_sizes", "num_images", "mean_image_mse")
+STORE_FACTS = ("factor_names", "factor_sizes", "num_images", "mean_image_mse", "factor_ceiling")
 # setting[part]: the configured values the report describes (the store's settings, the retraining steps) and the
 # writer's report data uses (the evaluation's sample, the manipulation's config); setting["data"] holds the fields
 SETTING_PARTS = ("data", "retraining", "evaluation", "manipulation")
