@@ -19,7 +19,7 @@ def _grid_store(render):
     """A 2-factor grid (a: 4 values, b: 2 values) whose image of row (a, b) is ``render(a, b)`` (uint8 [2, 2, 1])."""
     factors = np.array([(a, b) for a in range(4) for b in range(2)], dtype=np.int64)
     images = np.stack([render(a, b) for a, b in factors]).astype(np.uint8)
-    return SimpleNamespace(factor_sizes=[4, 2], factor_names=["a", "b"], factors=factors, images=images,
+    return SimpleNamespace(factor_sizes=[4, 2], factor_names=["a", "b"], factors=factors, read=lambda idx: images[idx],
                            num_images=len(factors))
 
 

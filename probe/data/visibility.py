@@ -18,13 +18,16 @@ import numpy as np
 
 
 def image_ids(store, block: int = 8192) -> np.ndarray:
-    """One integer per grid row of ``store`` (``images``, ``num_images``); equal where the rows' images are
+    """One integer per grid row of ``store`` (``read(indices)``, ``num_images``); equal where the rows' images are
     byte-identical."""
     seen: dict[bytes, int] = {}
-    ids = np.empty(int(store.num_images), dtype=np.int64)
-    for start in range(0, int(store.num_images), block):
-        for i, image in enumerate(np.asarray(store.images[start:start + block])):
-            ids[start + i] = seen.setdefault(hashlib.blake2b(image.tobytes(), digest_size=16).digest(), len(seen))
+    n = int(store.num_images)
+    ids = np.empty(n, dtype=np.int64)
+    for start in range(0, n, block):
+        images = np.ascontiguousarray(store.read(np.arange(start, min(start + block, n))))
+        rows = images.reshape(images.shape[0], -1)
+        for i in range(rows.shape[0]):
+            ids[start + i] = seen.setdefault(hashlib.blake2b(rows[i].tobytes(), digest_size=16).digest(), len(seen))
     return ids
 
 
