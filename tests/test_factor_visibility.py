@@ -37,3 +37,19 @@ def test_a_two_fold_symmetry_halves_the_information_of_a_four_valued_factor():
     out = factor_visibility.visibility(store, by=1)
     assert out["ceiling"] == [0.5, 1.0]
     assert out["by"]["ceiling"] == {0: [0.5, None], 1: [0.5, None]}  # within one value of b, b has no entropy
+
+
+def test_datasets_info_prints_the_ceilings_on_request(make_toy_store, capsys):
+    import json
+
+    from conftest import run_probe
+    from probe.data.visibility import factor_ceilings
+
+    store = make_toy_store()
+    code, out, _ = run_probe(["datasets", "info", str(store.path), "--ceilings"], capsys)
+    assert code == 0
+    printed = json.loads(out)["factor_ceiling"]
+    assert list(printed) == list(store.factor_names)
+    assert list(printed.values()) == factor_ceilings(store)
+    code, out, _ = run_probe(["datasets", "info", str(store.path)], capsys)
+    assert code == 0 and "factor_ceiling" not in json.loads(out)

@@ -90,11 +90,20 @@ def generate(name, out, resolution, factor_sizes, seed, workers, processes, opti
 
 @datasets.command()
 @click.argument("store")
-def info(store):
+@click.option("--ceilings", is_flag=True,
+              help="Also what the images determine of each factor, I(w;x)/H(w) over the grid: the most of a factor's "
+                   "entropy any latent can hold (below 1 where values render alike, e.g. a symmetric shape turned).")
+def info(store, ceilings):
     """Print a store's metadata as JSON."""
     from probe.data import open_store
 
-    click.echo(json.dumps(open_store(store).info(), indent=2))
+    opened = open_store(store)
+    out = opened.info()
+    if ceilings:
+        from probe.data.visibility import factor_ceilings
+
+        out["factor_ceiling"] = dict(zip(opened.factor_names, factor_ceilings(opened)))
+    click.echo(json.dumps(out, indent=2))
 
 
 @datasets.command()
