@@ -12,6 +12,7 @@ from probe.models.base import Batch, bernoulli_reconstruction, gaussian_kl, reso
 from probe.models.beta_vae import BetaVAE
 from probe.models.linear_vae import LinearVAE
 from probe.models.nets import build_decoder, build_encoder
+from test_quantized import SMALL as _SMALL_QUANTIZED  # 16×16 widths: the quantized models built in milliseconds
 
 
 # -- shared loss pieces ------------------------------------------------------------------------------
@@ -171,15 +172,6 @@ def test_locatello_rejects_bad_resolution():
 
 
 # -- the representation the metrics read: one encoder pass, the protocol's values ---------------------
-
-_SMALL_QUANTIZED = {  # tests/test_quantized.py's widths: 16×16 models built in milliseconds
-    "qlae": {"enc_widths": [8, 16], "dec_widths": [16, 8], "dense_width": 32},
-    "tripod": {"enc_widths": [8, 16, 16], "enc_hidden": 32, "dec_widths": [16, 16], "cond_dim": 32},
-    "factor-qvae": {"channels": 8, "hidden": 32, "dec_input_channels": 8, "disc_width": 64, "disc_hidden_layers": 2},
-    "qvae": {"channels": 8, "hidden": 32, "dec_input_channels": 8},
-    "dvae": {"channels": 8, "hidden": 32, "dec_input_channels": 8},
-}
-
 
 def _built_model(name: str):
     from probe.models.registry import BUILTIN_MODELS, get_model_class
