@@ -24,12 +24,12 @@ import time
 
 from probe.metrics import evaluate_run
 from probe.metrics.evaluate import resolve_settings
+from probe.metrics.registry import small_settings
 from probe.models import base
 from probe.train import encoder as encoder_module
 
-SMALL = {"num_train": 2000, "num_test": 1000, "dci_n_estimators": 20, "factor_vae_num_variance_estimate": 2000,
-         "factor_vae_num_train": 1000, "factor_vae_num_eval": 500, "beta_vae_num_train": 1000, "beta_vae_num_eval": 500,
-         "num_reconstruction": 1000}  # the quick presets' [evaluate] sample sizes
+SMALL = small_settings()  # the quick presets' [evaluate] sample sizes, as the metric registry owns them
+NOW_FORWARD_BATCH = encoder_module.CPU_FORWARD_BATCH  # as committed, before use_path changes it
 
 
 def use_path(way: str) -> None:
@@ -37,9 +37,6 @@ def use_path(way: str) -> None:
     before = way == "before"
     encoder_module.representation_of = base.composed_representation if before else base.representation_of
     encoder_module.CPU_FORWARD_BATCH = 1 << 30 if before else NOW_FORWARD_BATCH
-
-
-NOW_FORWARD_BATCH = encoder_module.CPU_FORWARD_BATCH
 
 
 def main(argv=None) -> int:
