@@ -231,6 +231,48 @@ def test_a_subclass_that_redefines_encode_is_read_through_its_own_methods():
     assert sorted(representation_of(EncodeOnly(), x)) == ["codes"]
 
 
+def test_one_pass_is_kept_only_where_no_class_below_its_owner_redefines_what_it_reads():
+    """The rule lives in one place (``one_pass_applies``): read on the MRO, for every built-in at once."""
+    from probe.models.base import ProbeModel, one_pass_applies
+    from probe.models.tripod import Tripod
+
+    class Child(BetaVAE):
+        pass
+
+    class ShiftedChild(Child):  # two levels below GaussianVAE, which defines the one pass
+        def encode(self, x):
+            return super().encode(x) + 1.0
+
+    class Grandchild(ShiftedChild):  # inherits the redefined encode: still composed
+        pass
+
+    class OwnOnePass(ShiftedChild):  # defines its own one pass below the redefinition: taken at its word
+        def one_pass_representation(self, x):
+            return {"codes": self.encode(x)}
+
+    class OwnQuantize(Tripod):  # Tripod's encode reads quantize (its one_pass_reads names it)
+        def quantize(self, x):
+            return super().quantize(x)
+
+    class OwnDecode(BetaVAE):  # decode is not read by the representation
+        def decode(self, z):
+            return super().decode(z)
+
+    assert one_pass_applies(BetaVAE) and one_pass_applies(Child) and one_pass_applies(OwnDecode)
+    assert not one_pass_applies(ShiftedChild) and not one_pass_applies(Grandchild)
+    assert one_pass_applies(OwnOnePass)
+    assert one_pass_applies(Tripod) and not one_pass_applies(OwnQuantize)
+    assert not one_pass_applies(ProbeModel) and not one_pass_applies(AE)  # no one pass: the three methods
+
+    torch.manual_seed(0)
+    model = Grandchild(resolve_config(Grandchild, None, None), (1, 16, 16), 3).eval()
+    x = torch.rand(4, 1, 16, 16)
+    with torch.no_grad():
+        out = model.representation(x)
+        mean, _ = model.encode_distribution(x)
+    assert torch.equal(out["codes"], mean + 1.0)
+
+
 def test_model_encoder_splits_cpu_batches_without_changing_codes(monkeypatch):
     """On a CPU the encoder runs forward passes of at most CPU_FORWARD_BATCH images (faster: the activations stay in
     cache); the codes are those of one large batch, and an accelerator keeps the caller's batch."""

@@ -19,9 +19,10 @@ precision, checkpoints and logging. The contract:
 * ``encode(x) -> codes [B, D]``  the representation the metrics see (posterior mean for VAEs).
 * ``posterior_variance(x) -> [B, D] | None``  for σ-ordering and active units.
 * ``discrete_codes(x) -> LongTensor [B, D] | None``  integer code indices (quantized models).
-* ``representation(x) -> {"codes", "variance"?, "discrete"?}``  the three above from one encoder pass, what the
-  metrics read (default: the three methods called in turn; models whose encoder yields them together override it,
-  so evaluation encodes each image once rather than two or three times).
+* ``representation(x) -> {"codes", "variance"?, "discrete"?}``  the three above, what the metrics read. Models whose
+  encoder yields them together define ``one_pass_representation(x)`` (one encoder pass instead of two or three) and
+  name in ``one_pass_reads`` the methods it reproduces; ``representation`` uses it unless a class below the one that
+  defines it redefines one of those methods, and calls the three methods in turn otherwise (one check, here).
 * ``reconstruct(x) -> [B, C, H, W]`` in [0, 1].
 * ``vmappable``              True if ``loss`` draws random numbers only through ``normal_like`` and
                              ``permutation`` (below), so that seeds can train together (probe.train.batched).
@@ -44,6 +45,7 @@ linear VAE (a squared error for the §4.1 PCA check, no Table 2 value to keep).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -76,6 +78,8 @@ class ProbeModel(nn.Module):
     vmappable: ClassVar[bool] = False
     code_kind: ClassVar[str] = "continuous"
     train_defaults: ClassVar[dict] = {}
+    # The methods whose values a class's ``one_pass_representation`` reproduces (read on the defining class).
+    one_pass_reads: ClassVar[tuple[str, ...]] = ("encode", "posterior_variance", "discrete_codes")
 
     def __init__(self, config: dict, image_shape: tuple[int, int, int], num_factors: int):
         super().__init__()
@@ -121,8 +125,13 @@ class ProbeModel(nn.Module):
 
     def representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """``{"codes": encode(x), "variance": posterior_variance(x), "discrete": discrete_codes(x)}``, the entries that
-        are None left out. Overridden where one encoder pass gives them all; the values must equal these."""
+        are None left out: from ``one_pass_representation`` where it still reproduces this class's methods
+        (``one_pass_applies``), else from the three methods in turn."""
+        if one_pass_applies(type(self)):
+            return self.one_pass_representation(x)
         return composed_representation(self, x)
+
+    # one_pass_representation(x) -> the same dict from one encoder pass; defined by the models that have one.
 
     def reconstruct(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -139,10 +148,18 @@ def composed_representation(model, x: torch.Tensor) -> dict[str, torch.Tensor]:
     return out
 
 
-def redefines(model, owner: type, *methods: str) -> bool:
-    """Whether ``model``'s class redefines any of ``methods`` below ``owner``: then ``owner``'s one-pass
-    ``representation`` would not be what those methods return, and the composed one is used instead."""
-    return any(getattr(type(model), name) is not getattr(owner, name) for name in methods)
+@functools.lru_cache(maxsize=None)
+def one_pass_applies(cls: type) -> bool:
+    """Whether ``cls``'s ``one_pass_representation`` gives what its own methods would: true when some class in its MRO
+    defines one and no class below that one redefines a method it names in ``one_pass_reads``. A plug-in that
+    derives from a built-in and redefines ``encode`` (say) is then read through its own ``encode``, not through the
+    parent's shortcut; one that also defines its own ``one_pass_representation`` is taken at its word."""
+    mro = cls.__mro__
+    owner = next((k for k in mro if "one_pass_representation" in vars(k)), None)
+    if owner is None:
+        return False
+    below = mro[:mro.index(owner)]
+    return not any(name in vars(k) for k in below for name in owner.one_pass_reads)
 
 
 def representation_of(model, x: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -262,9 +279,7 @@ class GaussianVAE(ProbeModel):
     def posterior_variance(self, x: torch.Tensor) -> torch.Tensor:
         return self.encode_distribution(x)[1].exp()
 
-    def representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        if redefines(self, GaussianVAE, "encode", "posterior_variance", "discrete_codes"):
-            return composed_representation(self, x)
+    def one_pass_representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         mean, logvar = self.encode_distribution(x)  # one encoder pass for both
         return {"codes": mean, "variance": logvar.exp()}
 

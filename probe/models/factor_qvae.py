@@ -46,7 +46,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from probe.errors import UserError
-from probe.models.base import Batch, ProbeModel, composed_representation, redefines
+from probe.models.base import Batch, ProbeModel
 from probe.models.qlae import build_shared_nets, check_arch
 from probe.models.factor_vae import Discriminator, permute_dims
 from probe.models.quantize import RelaxedScalarQuantizer, gumbel_temperature, uniform_prior_kl
@@ -212,9 +212,7 @@ class FactorQVAE(ProbeModel):
     def discrete_codes(self, x: torch.Tensor) -> torch.Tensor:
         return self.quantizer.hard(self.posterior_logits(x))[0]
 
-    def representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        if redefines(self, FactorQVAE, "encode", "discrete_codes", "posterior_variance"):
-            return composed_representation(self, x)
+    def one_pass_representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         indices, values = self.quantizer.hard(self.posterior_logits(x))  # one encoder pass for both
         return {"codes": values, "discrete": indices}
 

@@ -19,7 +19,7 @@ import math
 import torch
 from torch import nn
 
-from probe.models.base import ADAM_DEFAULTS, Batch, ProbeModel, composed_representation, normal_like, redefines
+from probe.models.base import ADAM_DEFAULTS, Batch, ProbeModel, normal_like
 
 
 class LinearVAE(ProbeModel):
@@ -74,9 +74,7 @@ class LinearVAE(ProbeModel):
     def posterior_variance(self, x: torch.Tensor) -> torch.Tensor:
         return self.encode_distribution(x)[1].exp()
 
-    def representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        if redefines(self, LinearVAE, "encode", "posterior_variance", "discrete_codes"):
-            return composed_representation(self, x)
+    def one_pass_representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         mean, log_var = self.encode_distribution(x)
         return {"codes": mean, "variance": log_var.exp()}
 

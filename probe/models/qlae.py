@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from probe.errors import UserError
-from probe.models.base import Batch, ProbeModel, composed_representation, redefines
+from probe.models.base import Batch, ProbeModel
 from probe.models.quantize import ScalarCodebooks
 
 
@@ -135,9 +135,7 @@ class QLAE(ProbeModel):
     def discrete_codes(self, x: torch.Tensor) -> torch.Tensor:
         return self.quantizer.nearest(self.encoder(x))
 
-    def representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        if redefines(self, QLAE, "encode", "discrete_codes", "posterior_variance"):
-            return composed_representation(self, x)
+    def one_pass_representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         indices = self.quantizer.nearest(self.encoder(x))  # one encoder pass for codes and indices
         return {"codes": self.quantizer.lookup(indices), "discrete": indices}
 

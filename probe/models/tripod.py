@@ -57,7 +57,7 @@ from typing import Any, Callable, ClassVar
 import torch
 from torch import nn
 
-from probe.models.base import Batch, ProbeModel, composed_representation, redefines
+from probe.models.base import Batch, ProbeModel
 from probe.models.qlae import binary_cross_entropy_mean, build_shared_nets, check_arch
 from probe.models.quantize import finite_scalar_quantize, fsq_indices
 
@@ -176,6 +176,8 @@ class Tripod(ProbeModel):
     name: ClassVar[str] = "tripod"
     code_kind: ClassVar[str] = "discrete"
     train_defaults: ClassVar[dict] = {"batch_size": 64}
+    # encode reads quantize, so a subclass that redefines quantize is read through its own methods
+    one_pass_reads: ClassVar[tuple[str, ...]] = ProbeModel.one_pass_reads + ("quantize",)
 
     def __init__(self, config: dict, image_shape: tuple[int, int, int], num_factors: int):
         super().__init__(config, image_shape, num_factors)
@@ -251,9 +253,7 @@ class Tripod(ProbeModel):
     def discrete_codes(self, x: torch.Tensor) -> torch.Tensor:
         return fsq_indices(torch.tanh(self.encoder(x)), int(self.config["num_levels"]))
 
-    def representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        if redefines(self, Tripod, "encode", "discrete_codes", "posterior_variance", "quantize"):
-            return composed_representation(self, x)
+    def one_pass_representation(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         q = self.quantize(x)  # one encoder pass; q.indices is fsq_indices(tanh(raw)) of the same raw latents
         return {"codes": q.quantized, "discrete": q.indices}
 
