@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One leg of a long pipeline run from a frozen worktree, with its workdir outside the repository.
+#
+#   benchmarks/long_run.sh NAME COMMIT PIPELINE PRESET [probe pipeline run options...]
+#   e.g. benchmarks/long_run.sh dsprites-cpu-s47 a01dcf2 modify-dsprites cpu
+#
+# Runs `probe pipeline run PIPELINE --preset PRESET --workdir $PROBE_RUNS/NAME ...` in the background, at
+# `nice $NICE` (default 10), from the worktree $PROBE_RUNS/wt-COMMIT (made with its own venv, torch 2.13.0 CPU
+# first, when missing: a fresh machine needs nothing else). The pipeline resumes where the previous leg stopped;
+# a stage's digest holds the code version, so every leg of one workdir must come from the same commit. Each leg is
+# a line of $PROBE_RUNS/NAME-legs.log (start, commit, the torch kernel set: a run resumed under other kernels is
+# another run, README), the pipeline's output goes to $PROBE_RUNS/NAME.log, and its own wall times to the workdir's
+# legs.json. Does nothing but say so when a leg of NAME is already running. PROBE_RUNS defaults to /root/probe-runs.
+set -euo pipefail
+if [ $# -lt 4 ]; then
+  sed -n '2,13p' "$0" >&2
+  exit 2
+fi
+name=$1 commit=$2 pipeline=$3 preset=$4
+shift 4
+runs=${PROBE_RUNS:-/root/probe-runs}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+workdir=$runs/$name
+worktree=$runs/wt-$commit
+mkdir -p "$runs"
+
+if pgrep -f -- "--workdir $workdir( |$)" >/dev/null; then
+  echo "a leg of $name is already running (pgrep -af -- '--workdir $workdir')"
+  exit 0
+fi
+if [ ! -d "$worktree" ]; then
+  git -C "$repo" worktree add --detach "$worktree" "$commit"
+fi
+if [ ! -x "$worktree/.venv/bin/probe" ]; then
+  python3 -m venv "$worktree/.venv"
+  "$worktree/.venv/bin/pip" install -q torch==2.13.0
+  "$worktree/.venv/bin/pip" install -q -e "$worktree"
+fi
+head=$(git -C "$worktree" rev-parse --short HEAD)
+kernels=$("$worktree/.venv/bin/python" -c "import torch; print(torch.backends.cpu.get_cpu_capability())")
+echo 0 > /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || true  # nice works across sessions' process groups
+echo "leg start $(date -u +%FT%TZ) commit $head kernels $kernels $pipeline --preset $preset $*" >> "$runs/$name-legs.log"
+cd "$worktree"
+nohup nice -n "${NICE:-10}" .venv/bin/probe pipeline run "$pipeline" --preset "$preset" --workdir "$workdir" "$@" \
+  >> "$runs/$name.log" 2>&1 &
+echo "started $name (pid $!) from $worktree at $head ($kernels); log $runs/$name.log"
