@@ -33,8 +33,9 @@ if [ ! -d "$worktree" ]; then
 fi
 if [ ! -x "$worktree/.venv/bin/probe" ]; then
   python3 -m venv "$worktree/.venv"
-  "$worktree/.venv/bin/pip" install -q torch==2.13.0
-  "$worktree/.venv/bin/pip" install -q -e "$worktree"
+  quiet() { "$@" 2> >(grep -v "^WARNING: Location" >&2); }  # this machine's pip names every absent local index
+  quiet "$worktree/.venv/bin/pip" install -q torch==2.13.0
+  quiet "$worktree/.venv/bin/pip" install -q -e "$worktree"
 fi
 head=$(git -C "$worktree" rev-parse --short HEAD)
 kernels=$("$worktree/.venv/bin/python" -c "import torch; print(torch.backends.cpu.get_cpu_capability())")
