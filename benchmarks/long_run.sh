@@ -2,7 +2,7 @@
 # One leg of a long pipeline run from a frozen worktree, with its workdir outside the repository.
 #
 #   benchmarks/long_run.sh NAME COMMIT PIPELINE PRESET [probe pipeline run options...]
-#   e.g. benchmarks/long_run.sh dsprites-cpu-s47 a01dcf2 modify-dsprites cpu
+#   e.g. benchmarks/long_run.sh dsprites-cpu-s47b 4068b46 modify-dsprites cpu
 #
 # Runs `probe pipeline run PIPELINE --preset PRESET --workdir $PROBE_RUNS/NAME ...` in the background, at
 # `nice $NICE` (default 10), from the worktree $PROBE_RUNS/wt-COMMIT (made with its own venv, torch 2.13.0 CPU
@@ -13,7 +13,7 @@
 # legs.json. Does nothing but say so when a leg of NAME is already running. PROBE_RUNS defaults to /root/probe-runs.
 set -euo pipefail
 if [ $# -lt 4 ]; then
-  sed -n '2,13p' "$0" >&2
+  awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0" >&2  # the header comment above
   exit 2
 fi
 name=$1 commit=$2 pipeline=$3 preset=$4
