@@ -11,6 +11,8 @@
 # a line of $PROBE_RUNS/NAME-legs.log (start, commit, the torch kernel set: a run resumed under other kernels is
 # another run, README), the pipeline's output goes to $PROBE_RUNS/NAME.log, and its own wall times to the workdir's
 # legs.json. Does nothing but say so when a leg of NAME is already running. PROBE_RUNS defaults to /root/probe-runs.
+# Kernel switches in the environment (ONEDNN_MAX_CPU_ISA=AVX2, ...) pass to the run and are written in the leg's line
+# with the CPU model: every leg of one workdir needs the same ones.
 set -euo pipefail
 if [ $# -lt 4 ]; then
   awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0" >&2  # the header comment above
@@ -39,9 +41,15 @@ if [ ! -x "$worktree/.venv/bin/probe" ]; then
 fi
 head=$(git -C "$worktree" rev-parse --short HEAD)
 kernels=$("$worktree/.venv/bin/python" -c "import torch; print(torch.backends.cpu.get_cpu_capability())")
+# ATen's capability is one of three dispatchers: oneDNN's convolutions and MKL's GEMMs have their own switches, and
+# the CPU's maker moves them too (docs/notes/presets.md, fortieth and forty-first legs), so each leg records both
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+switches=$({ env | grep -E '^(ATEN_CPU_CAPABILITY|ONEDNN_MAX_CPU_ISA|DNNL_MAX_CPU_ISA|MKL_ENABLE_INSTRUCTIONS|MKL_CBWR)=' \
+  || true; } | sort | tr '\n' ' ')
 echo 0 > /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || true  # nice works across sessions' process groups
-echo "leg start $(date -u +%FT%TZ) commit $head kernels $kernels $pipeline --preset $preset $*" >> "$runs/$name-legs.log"
+echo "leg start $(date -u +%FT%TZ) commit $head kernels $kernels ${switches:+switches ${switches% } }cpu '$cpu'" \
+  "$pipeline --preset $preset $*" >> "$runs/$name-legs.log"
 cd "$worktree"
 nohup nice -n "${NICE:-10}" .venv/bin/probe pipeline run "$pipeline" --preset "$preset" --workdir "$workdir" "$@" \
   >> "$runs/$name.log" 2>&1 &
-echo "started $name (pid $!) from $worktree at $head ($kernels); log $runs/$name.log"
+echo "started $name (pid $!) from $worktree at $head ($kernels${switches:+; ${switches% }}); log $runs/$name.log"

@@ -81,11 +81,32 @@ def code_version() -> dict:
     return {"probe_version": __version__, "git_commit": git_commit(), "source_digest": source_digest()}
 
 
+# Switches that change which CPU kernels torch runs besides ATen's capability: oneDNN's convolutions and MKL's GEMMs
+# choose their own code path, and the CPU's maker moves them too (the same seed trains another model on an Intel and
+# an AMD AVX512 host; ONEDNN_MAX_CPU_ISA=AVX2 on an AMD AVX512 host repeats an AMD AVX2 host's run: presets.md).
+KERNEL_SWITCHES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
+                   "MKL_CBWR")
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name as the kernel reports it (Linux), else what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
 def environment() -> dict:
     import numpy
 
     env = {"python": platform.python_version(), "platform": platform.platform(),
-           "numpy": numpy.__version__}
+           "numpy": numpy.__version__, "cpu": cpu_model()}
+    switches = {name: os.environ[name] for name in KERNEL_SWITCHES if name in os.environ}
+    if switches:
+        env["kernel_switches"] = switches
     try:
         import torch
 

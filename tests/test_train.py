@@ -157,6 +157,26 @@ def test_the_recorded_cpu_capability_is_the_one_the_kernels_run():
     assert forced.stdout.strip() == "DEFAULT"
 
 
+def test_the_environment_records_the_other_kernel_switches_only_when_set():
+    """oneDNN's and MKL's own switches move a CPU run as much as ATen's (presets.md, forty-first leg): a run made
+    under one says so, and a run made under none records no switch at all."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from probe.provenance import KERNEL_SWITCHES, environment
+
+    code = "import json; from probe.provenance import environment; print(json.dumps(environment()))"
+    clean = {k: v for k, v in os.environ.items() if k not in KERNEL_SWITCHES}
+    plain = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                      env=clean).stdout)
+    assert "kernel_switches" not in plain and plain["cpu"] == environment()["cpu"]
+    forced = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                       env={**clean, "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "COMPATIBLE"}).stdout)
+    assert forced["kernel_switches"] == {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "COMPATIBLE"}
+
+
 def test_complete_run_is_returned_untouched_and_no_resume_refuses(make_toy_store, tmp_path):
     store = make_toy_store()
     cfg = {"model": "ae", "train": {"steps": 5, **FAST}}
