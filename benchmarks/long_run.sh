@@ -13,6 +13,10 @@
 # legs.json. Does nothing but say so when a leg of NAME is already running. PROBE_RUNS defaults to /root/probe-runs.
 # Kernel switches in the environment (ONEDNN_MAX_CPU_ISA=AVX2, ...) pass to the run and are written in the leg's line
 # with the CPU model: every leg of one workdir needs the same ones.
+# FROM=OTHER makes a missing workdir a hard-linked copy of $PROBE_RUNS/OTHER (its finished stages are reused; the
+# files the pipeline appends to, its logs, are copied), for a part of a run that adds seeds or models to OTHER's:
+#   FROM=shapes3d-cpu-p2-s105 benchmarks/long_run.sh shapes3d-cpu-p2-s106 0535676 modify-shapes3d cpu \
+#     --set retrain.first_seed=106 --set retrain.seeds=1 --set retrain.models=beta-vae
 set -euo pipefail
 if [ $# -lt 4 ]; then
   awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0" >&2  # the header comment above
@@ -29,6 +33,16 @@ mkdir -p "$runs"
 if pgrep -f -- "--workdir $workdir( |$)" >/dev/null; then
   echo "a leg of $name is already running (pgrep -af -- '--workdir $workdir')"
   exit 0
+fi
+if [ -n "${FROM:-}" ] && [ ! -d "$workdir" ]; then
+  if [ ! -d "$runs/$FROM" ]; then echo "FROM: no workdir $runs/$FROM" >&2; exit 2; fi
+  if pgrep -f -- "--workdir $runs/$FROM( |$)" >/dev/null; then echo "FROM: a leg of $FROM is running" >&2; exit 2; fi
+  rm -rf "$workdir.tmp"
+  cp -al "$runs/$FROM" "$workdir.tmp"
+  rm -rf "$workdir.tmp/logs" "$workdir.tmp/pipeline.lock"
+  if [ -d "$runs/$FROM/logs" ]; then cp -a "$runs/$FROM/logs" "$workdir.tmp/logs"; fi
+  mv "$workdir.tmp" "$workdir"
+  echo "made $workdir as a hard-linked copy of $runs/$FROM"
 fi
 if [ ! -d "$worktree" ]; then
   git -C "$repo" worktree add --detach "$worktree" "$commit"
