@@ -30,13 +30,14 @@ workdir=$runs/$name
 worktree=$runs/wt-$commit
 mkdir -p "$runs"
 
-if pgrep -f -- "--workdir $workdir( |$)" >/dev/null; then
+running() { pgrep -f -- "--workdir $1( |$)" >/dev/null; }
+if running "$workdir"; then
   echo "a leg of $name is already running (pgrep -af -- '--workdir $workdir')"
   exit 0
 fi
 if [ -n "${FROM:-}" ] && [ ! -d "$workdir" ]; then
   if [ ! -d "$runs/$FROM" ]; then echo "FROM: no workdir $runs/$FROM" >&2; exit 2; fi
-  if pgrep -f -- "--workdir $runs/$FROM( |$)" >/dev/null; then echo "FROM: a leg of $FROM is running" >&2; exit 2; fi
+  if running "$runs/$FROM"; then echo "FROM: a leg of $FROM is running" >&2; exit 2; fi
   rm -rf "$workdir.tmp"
   cp -al "$runs/$FROM" "$workdir.tmp"
   rm -rf "$workdir.tmp/logs" "$workdir.tmp/pipeline.lock"
@@ -54,16 +55,16 @@ if [ ! -x "$worktree/.venv/bin/probe" ]; then
   quiet "$worktree/.venv/bin/pip" install -q -e "$worktree"
 fi
 head=$(git -C "$worktree" rev-parse --short HEAD)
-kernels=$("$worktree/.venv/bin/python" -c "import torch; print(torch.backends.cpu.get_cpu_capability())")
-# ATen's capability is one of three dispatchers: oneDNN's convolutions and MKL's GEMMs have their own switches, and
-# the CPU's maker moves them too (docs/notes/presets.md, fortieth and forty-first legs), so each leg records both
-cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
-switches=$({ env | grep -E '^(ATEN_CPU_CAPABILITY|ONEDNN_MAX_CPU_ISA|DNNL_MAX_CPU_ISA|MKL_ENABLE_INSTRUCTIONS|MKL_CBWR)=' \
-  || true; } | sort | tr '\n' ' ')
+# what the run's kernels depend on, as probe.provenance.environment() records it (this checkout's code, which may be
+# newer than the frozen worktree's): ATen's capability, the CPU's model and oneDNN's/MKL's switches (README)
+IFS=$'\t' read -r kernels cpu switches < <(PYTHONPATH="$repo" "$worktree/.venv/bin/python" -c "
+from probe.provenance import environment
+e = environment()
+print(e['cpu_capability'], repr(e['cpu']), ' '.join(f'{k}={v}' for k, v in sorted(e.get('kernel_switches', {}).items())), sep='\t')")
 echo 0 > /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || true  # nice works across sessions' process groups
-echo "leg start $(date -u +%FT%TZ) commit $head kernels $kernels ${switches:+switches ${switches% } }cpu '$cpu'" \
+echo "leg start $(date -u +%FT%TZ) commit $head kernels $kernels ${switches:+switches $switches }cpu $cpu" \
   "$pipeline --preset $preset $*" >> "$runs/$name-legs.log"
 cd "$worktree"
 nohup nice -n "${NICE:-10}" .venv/bin/probe pipeline run "$pipeline" --preset "$preset" --workdir "$workdir" "$@" \
   >> "$runs/$name.log" 2>&1 &
-echo "started $name (pid $!) from $worktree at $head ($kernels${switches:+; ${switches% }}); log $runs/$name.log"
+echo "started $name (pid $!) from $worktree at $head ($kernels${switches:+; $switches}); log $runs/$name.log"

@@ -88,6 +88,7 @@ KERNEL_SWITCHES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_IS
                    "MKL_CBWR")
 
 
+@functools.lru_cache(maxsize=1)
 def cpu_model() -> str | None:
     """The CPU's model name as the kernel reports it (Linux), else what `platform` knows."""
     try:
