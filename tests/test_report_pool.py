@@ -10,7 +10,7 @@ import pytest
 from probe.errors import UserError
 from probe.report import make_report
 from probe.report.pool import differences, pool
-from probe.report.schema import config_less_run_choice, load_inputs, write_inputs
+from probe.report.schema import config_for_models, config_less_run_choice, load_inputs, write_inputs
 
 from test_report import write_fake_workdir
 
@@ -34,6 +34,52 @@ def test_config_less_run_choice_drops_only_the_seed_and_model_choice():
     assert kept["evaluate"] == {"seed": 0}
     assert config["retrain"]["first_seed"] == 7  # the recorded config itself is left alone
     assert config_less_run_choice(None) == {}
+
+
+def test_config_for_models_keeps_the_per_model_entries_of_those_models_only():
+    config = {"retrain": {"model_config": {"a": {"lr": 1}, "b": {"lr": 2}}, "model_train": {"b": {"steps": 5}},
+                          "model_variants": {"a": ["orig"]}, "train": {"steps": 9}}, "evaluate": {"seed": 0}}
+    kept = config_for_models(config, {"a"})
+    assert kept["retrain"] == {"model_config": {"a": {"lr": 1}}, "model_train": {}, "model_variants": {"a": ["orig"]},
+                               "train": {"steps": 9}}
+    assert kept["evaluate"] == {"seed": 0}
+    assert config["retrain"]["model_config"]["b"] == {"lr": 2}  # the recorded config itself is left alone
+    assert config_for_models(None, {"a"}) == {}
+
+
+def _part(root, seeds, models, model_config) -> dict:
+    """The loaded inputs of a fake workdir that retrained only ``models`` (the fake β-VAE's runs under their names)
+    and recorded ``model_config``: a part that adds models to an experiment with their settings set on the command
+    line."""
+    config = {"retrain": {"seeds": len(seeds), "first_seed": seeds[0], "models": list(models),
+                          "model_config": model_config, "train": {"steps": 1000}}, "evaluate": {"seed": 0}}
+    inputs = write_fake_workdir(root, seeds=seeds, robustness=False, computed=False, config=config)
+    inputs["runs"] = [{**run, "model": model} for run in inputs["runs"] if run["model"] == "beta-vae" for model in models]
+    write_inputs(root, inputs)
+    return load_inputs(root)
+
+
+def test_a_part_adding_a_model_pools_though_it_records_that_models_settings(tmp_path):
+    first = load_inputs(_workdir(tmp_path / "a", (0, 1, 2)))        # β-VAE, PCL, AE; the β-VAE at lr 5e-4
+    tcvae = {"lr": 5e-4, "reconstruction_weight": 2}
+    # settings of a model only one part trained decide none of the other part's runs, the β-VAE's here included
+    b = _part(tmp_path / "b", (0, 1), ("beta-tcvae",), {"beta-vae": {"lr": 1e-3}, "beta-tcvae": tcvae})
+    assert differences(first, b) == []
+    (group,) = pool([first, b])
+    assert {run["model"] for run in group["runs"]} == {"beta-vae", "pcl", "ae", "beta-tcvae"}
+
+    # the model's next seeds trained otherwise: each part agrees with the first, which never trained it, and the
+    # two parts are compared with each other
+    c = _part(tmp_path / "c", (2, 3), ("beta-tcvae",), {"beta-tcvae": {**tcvae, "lr": 1e-3}})
+    assert differences(first, c) == []
+    message = (f"{b['_path']} and {c['_path']} trained on the same stores but are not one experiment.*"
+               r"retrain\.model_config\.beta-tcvae\.lr \(0\.0005 vs 0\.001\)")
+    with pytest.raises(UserError, match=message):
+        pool([first, b, c])
+
+    # a model both parts trained is compared as before
+    d = _part(tmp_path / "d", (5,), ("beta-vae",), {"beta-vae": {"lr": 1e-3}})
+    assert differences(first, d) == ["config retrain.model_config.beta-vae.lr (0.0005 vs 0.001)"]
 
 
 def test_two_workdirs_of_one_experiment_pool_into_one_sample(tmp_path):

@@ -9,9 +9,11 @@ copy of the first one's upstream stages, so that stores, restarts and manipulati
 Two workdirs are one experiment when they hold the same data: every store (orig, mod, noise and, where both wrote it,
 the random-ψ control's mod-random) has the same digest. Then everything else that decides a score must match as well —
 pipeline, preset, code (source digest), the recorded ``setting``, the recorded config less the keys that choose which
-runs were retrained (``schema.RUN_CHOICE_KEYS``), the MIG sample of the factor capture — and no run (model, variant,
-seed) may be in both; otherwise the report refuses, naming the difference, because a pooled sample of runs trained
-differently would measure the difference. Workdirs with other stores stay column groups of their own, as before.
+runs were retrained (``schema.RUN_CHOICE_KEYS``) and less the per-model entries (``schema.PER_MODEL_TABLES``) of models
+that only one of the two trained, the MIG sample of the factor capture — and no run (model, variant, seed) may be in
+both; otherwise the report refuses, naming the difference, because a pooled sample of runs trained differently would
+measure the difference. A workdir joining a group is compared with every workdir already in it, so two parts that add
+the same model (which the first part never trained) must agree on its settings too. Workdirs with other stores stay column groups of their own, as before.
 
 Pure over the loaded inputs (``probe.report.schema.load_inputs``): run paths are already absolute there, so a pooled
 run's files resolve wherever its own workdir is.
@@ -21,8 +23,8 @@ from __future__ import annotations
 
 from probe.errors import UserError
 from probe.report.inputs import retrained_runs
-from probe.report.schema import (SETTING_PARTS, config_less_run_choice, recorded_code_version, recorded_config,
-                                 setting)
+from probe.report.schema import (SETTING_PARTS, config_for_models, config_less_run_choice, recorded_code_version,
+                                 recorded_config, setting)
 
 # the loaded inputs a pooled group keeps, in the order given: the provenance section shows each one
 PARTS = "_parts"
@@ -65,12 +67,18 @@ def differences(a: dict, b: dict) -> list[str]:
             va, vb = _shared_model_steps(va, vb), _shared_model_steps(vb, va)
         if va != vb:
             out.append(f"setting.{part} ({va} vs {vb})")
-    ca, cb = (config_less_run_choice(recorded_config(i)) for i in (a, b))
+    shared = _trained_models(a) & _trained_models(b)  # a model's own settings matter where both trained it
+    ca, cb = (config_for_models(config_less_run_choice(recorded_config(i)), shared) for i in (a, b))
     out += [f"config {path} ({va!r} vs {vb!r})" for path, va, vb in _config_differences(ca, cb)]
     sa, sb = (((i.get("factor_capture") or {}).get("sample")) for i in (a, b))
     if sa != sb:
         out.append(f"the factor capture's MIG sample ({sa} vs {sb})")
     return out
+
+
+def _trained_models(inputs: dict) -> set:
+    """The models with a retrained or robustness run in one workdir's inputs."""
+    return {run["model"] for run in _retrained(inputs)}
 
 
 def _shared_model_steps(retraining: dict, other: dict) -> dict:
@@ -136,11 +144,14 @@ def pool(all_inputs: list[dict]) -> list[dict]:
     for inputs in all_inputs:
         for group in groups:
             if same_data(group[0], inputs):
-                found = differences(group[0], inputs)
-                if found:
-                    raise UserError(f"{group[0]['_path']} and {inputs['_path']} trained on the same stores but are not "
-                                    "one experiment, so their runs cannot be pooled: " + "; ".join(found)
-                                    + ". Report them one at a time.")
+                # every member, not the first alone: what two later parts share and the first lacks (a model it
+                # did not train, that model's steps and settings) is compared between them
+                for member in group:
+                    found = differences(member, inputs)
+                    if found:
+                        raise UserError(f"{member['_path']} and {inputs['_path']} trained on the same stores but are "
+                                        "not one experiment, so their runs cannot be pooled: " + "; ".join(found)
+                                        + ". Report them one at a time.")
                 group.append(inputs)
                 break
         else:

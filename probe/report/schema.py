@@ -277,6 +277,25 @@ def config_less_run_choice(config: dict | None) -> dict:
     return config
 
 
+# The per-model tables of the recorded config: an entry there decides how that model's runs were trained and nothing
+# else, so two workdirs need to agree on it only for the models both trained (``probe.report.pool``). A part that adds
+# models to an experiment (``--set retrain.models=[...]`` with their settings by ``--set retrain.model_config.M...``)
+# records entries the first part lacks.
+PER_MODEL_TABLES = (("retrain", "model_config"), ("retrain", "model_train"), ("retrain", "model_variants"))
+
+
+def config_for_models(config: dict, models) -> dict:
+    """``config`` (a recorded pipeline config, not changed) with each ``PER_MODEL_TABLES`` table cut to the entries of
+    ``models``."""
+    config = json.loads(json.dumps(config or {}, default=str))
+    keep = set(models)
+    for table, key in PER_MODEL_TABLES:
+        per_model = (config.get(table) or {}).get(key) if isinstance(config.get(table), dict) else None
+        if isinstance(per_model, dict):
+            config[table][key] = {m: v for m, v in per_model.items() if m in keep}
+    return config
+
+
 def store_fact(inputs: dict, variant: str, key: str):
     """A fact the writer recorded about one variant's store (``STORE_FACTS``), or None."""
     return ((inputs.get("stores") or {}).get(variant) or {}).get(key)
