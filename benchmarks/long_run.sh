@@ -6,9 +6,9 @@
 #
 # Runs `probe pipeline run PIPELINE --preset PRESET --workdir $PROBE_RUNS/NAME ...` in the background, at
 # `nice $NICE` (default 10), from the worktree $PROBE_RUNS/wt-COMMIT (made with its own venv, torch 2.13.0 CPU
-# first, when missing: a fresh machine needs nothing else). The pipeline resumes where the previous leg stopped;
-# a stage's digest holds the code version, so every leg of one workdir must come from the same commit. Each leg is
-# a line of $PROBE_RUNS/NAME-legs.log (start, commit, the torch kernel set: a run resumed under other kernels is
+# first, when missing: a fresh machine needs nothing else; one that an earlier clone made is linked to this one).
+# The pipeline resumes where the previous leg stopped; a stage's digest holds the code version, so every leg of one
+# workdir must come from the same commit. Each leg is a line of $PROBE_RUNS/NAME-legs.log (start, commit, the torch kernel set: a run resumed under other kernels is
 # another run, README), the pipeline's output goes to $PROBE_RUNS/NAME.log, and its own wall times to the workdir's
 # legs.json. Does nothing but say so when a leg of NAME is already running. PROBE_RUNS defaults to /root/probe-runs.
 # Kernel switches in the environment (ONEDNN_MAX_CPU_ISA=AVX2, ...) pass to the run and are written in the leg's line
@@ -47,6 +47,22 @@ if [ -n "${FROM:-}" ] && [ ! -d "$workdir" ]; then
 fi
 if [ ! -d "$worktree" ]; then
   git -C "$repo" worktree add --detach "$worktree" "$commit"
+elif ! git -C "$worktree" rev-parse -q --verify HEAD >/dev/null 2>&1; then
+  # The worktree outlived the checkout that made it (each session may get a new clone): its administrative folder
+  # (.git/worktrees/NAME) is gone, so git, and the commit every run records, cannot be read there. Link it to this
+  # checkout at COMMIT again, and go on only if its files are that commit's.
+  admin=$(git -C "$repo" rev-parse --absolute-git-dir)/worktrees/$(basename "$worktree")
+  mkdir -p "$admin"
+  echo "$worktree/.git" > "$admin/gitdir"
+  echo ../.. > "$admin/commondir"
+  git -C "$repo" rev-parse --verify "$commit^{commit}" > "$admin/HEAD"
+  echo "gitdir: $admin" > "$worktree/.git"
+  git -C "$worktree" reset -q
+  if [ -n "$(git -C "$worktree" status --porcelain --untracked-files=no)" ]; then
+    echo "$worktree: its files differ from $commit (git -C $worktree status); not a frozen worktree of it" >&2
+    exit 2
+  fi
+  echo "relinked $worktree to this checkout at $commit"
 fi
 if [ ! -x "$worktree/.venv/bin/probe" ]; then
   python3 -m venv "$worktree/.venv"
