@@ -4,13 +4,14 @@
 #   benchmarks/long_run.sh NAME COMMIT PIPELINE PRESET [probe pipeline run options...]
 #   e.g. benchmarks/long_run.sh dsprites-cpu-s47b 4068b46 modify-dsprites cpu
 #
-# Runs `probe pipeline run PIPELINE --preset PRESET --workdir $PROBE_RUNS/NAME ...` in the background, at
-# `nice $NICE` (default 10), from the worktree $PROBE_RUNS/wt-COMMIT (made with its own venv, torch 2.13.0 CPU
-# first, when missing: a fresh machine needs nothing else; one that an earlier clone made is linked to this one).
-# The pipeline resumes where the previous leg stopped; a stage's digest holds the code version, so every leg of one
-# workdir must come from the same commit. Each leg is a line of $PROBE_RUNS/NAME-legs.log (start, commit, the torch kernel set: a run resumed under other kernels is
-# another run, README), the pipeline's output goes to $PROBE_RUNS/NAME.log, and its own wall times to the workdir's
-# legs.json. Does nothing but say so when a leg of NAME is already running. PROBE_RUNS defaults to /root/probe-runs.
+# Runs `probe pipeline run PIPELINE --preset PRESET --workdir $PROBE_RUNS/NAME ...` in the background, at `nice $NICE`
+# (default 10), from the worktree $PROBE_RUNS/wt-COMMIT (made with its own venv, torch 2.13.0 CPU first, when missing:
+# a fresh machine needs nothing else; one that an earlier clone made is linked to this one). The pipeline resumes
+# where the previous leg stopped; a stage's digest holds the code version, so every leg of one workdir must come from
+# the same commit. Each leg is a line of $PROBE_RUNS/NAME-legs.log (start, commit, the torch kernel set: a run resumed
+# under other kernels is another run, README), the pipeline's output goes to $PROBE_RUNS/NAME.log, and its own wall
+# times to the workdir's legs.json. Does nothing but say so when a leg of NAME is already running. PROBE_RUNS defaults
+# to /root/probe-runs.
 # Kernel switches in the environment (ONEDNN_MAX_CPU_ISA=AVX2, ...) pass to the run and are written in the leg's line
 # with the CPU model: every leg of one workdir needs the same ones.
 # FROM=OTHER makes a missing workdir a hard-linked copy of $PROBE_RUNS/OTHER (its finished stages are reused; the
