@@ -13,7 +13,8 @@ runs were retrained (``schema.RUN_CHOICE_KEYS``) and less the per-model entries 
 that only one of the two trained, the MIG sample of the factor capture — and no run (model, variant, seed) may be in
 both; otherwise the report refuses, naming the difference, because a pooled sample of runs trained differently would
 measure the difference. A workdir joining a group is compared with every workdir already in it, so two parts that add
-the same model (which the first part never trained) must agree on its settings too. Workdirs with other stores stay column groups of their own, as before.
+the same model (which the first part never trained) must agree on its settings too. Workdirs with other stores stay
+column groups of their own, as before.
 
 Pure over the loaded inputs (``probe.report.schema.load_inputs``): run paths are already absolute there, so a pooled
 run's files resolve wherever its own workdir is.
