@@ -54,7 +54,8 @@ def _part(root, seeds, models, model_config) -> dict:
     config = {"retrain": {"seeds": len(seeds), "first_seed": seeds[0], "models": list(models),
                           "model_config": model_config, "train": {"steps": 1000}}, "evaluate": {"seed": 0}}
     inputs = write_fake_workdir(root, seeds=seeds, robustness=False, computed=False, config=config)
-    inputs["runs"] = [{**run, "model": model} for run in inputs["runs"] if run["model"] == "beta-vae" for model in models]
+    inputs["runs"] = [{**run, "model": model}
+                      for run in inputs["runs"] if run["model"] == "beta-vae" for model in models]
     write_inputs(root, inputs)
     return load_inputs(root)
 
