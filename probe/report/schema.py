@@ -290,9 +290,9 @@ def config_for_models(config: dict, models) -> dict:
     config = json.loads(json.dumps(config or {}, default=str))
     keep = set(models)
     for table, key in PER_MODEL_TABLES:
-        per_model = (config.get(table) or {}).get(key) if isinstance(config.get(table), dict) else None
-        if isinstance(per_model, dict):
-            config[table][key] = {m: v for m, v in per_model.items() if m in keep}
+        section = config.get(table)
+        if isinstance(section, dict) and isinstance(section.get(key), dict):
+            section[key] = {m: v for m, v in section[key].items() if m in keep}
     return config
 
 
