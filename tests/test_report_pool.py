@@ -139,6 +139,11 @@ def test_a_second_workdir_with_fewer_models_adds_seeds_to_those_only(tmp_path):
     # the first workdir's leg (which computed the shared stages) is counted once
     assert "each counted once: 150 s in 2 legs" in out["markdown"].read_text()
 
+    # the steps of a model only one of them retrained do not decide a pooled score (b records ae's own steps)
+    inputs["setting"]["retraining"]["model_steps"]["ae"] = 700
+    write_inputs(b, inputs)
+    make_report([a, b], tmp_path / "rep1")
+
     # the steps of a model both retrained must agree
     inputs["setting"]["retraining"]["model_steps"]["beta-vae"] = 2000
     write_inputs(b, inputs)

@@ -8,13 +8,14 @@ copy of the first one's upstream stages, so that stores, restarts and manipulati
 
 Two workdirs are one experiment when they hold the same data: every store (orig, mod, noise and, where both wrote it,
 the random-ψ control's mod-random) has the same digest. Then everything else that decides a score must match as well —
-pipeline, preset, code (source digest), the recorded ``setting``, the recorded config less the keys that choose which
-runs were retrained (``schema.RUN_CHOICE_KEYS``) and less the per-model entries (``schema.PER_MODEL_TABLES``) of models
-that only one of the two trained, the MIG sample of the factor capture — and no run (model, variant, seed) may be in
-both; otherwise the report refuses, naming the difference, because a pooled sample of runs trained differently would
-measure the difference. A workdir joining a group is compared with every workdir already in it, so two parts that add
-the same model (which the first part never trained) must agree on its settings too. Workdirs with other stores stay
-column groups of their own, as before.
+pipeline, preset, code (source digest), the recorded ``setting`` (its per-model steps only for the models both
+trained), the recorded config less the keys that choose which runs were retrained (``schema.RUN_CHOICE_KEYS``) and less
+the per-model entries (``schema.PER_MODEL_TABLES``) of models that only one of the two trained, the MIG sample of the
+factor capture — and no run (model, variant, seed) may be in both; otherwise the report refuses, naming the
+difference, because a pooled sample of runs trained differently would measure the difference. A workdir joining a
+group is compared with every workdir already in it, so two parts that add the same model (which the first part never
+trained) must agree on its steps and settings too. Workdirs with other stores stay column groups of their own, as
+before.
 
 Pure over the loaded inputs (``probe.report.schema.load_inputs``): run paths are already absolute there, so a pooled
 run's files resolve wherever its own workdir is.
@@ -62,13 +63,13 @@ def differences(a: dict, b: dict) -> list[str]:
     source = [recorded_code_version(i).get("source_digest") for i in (a, b)]
     if source[0] != source[1]:
         out.append(f"code (source digest {str(source[0])[:16]} vs {str(source[1])[:16]})")
+    shared = _trained_models(a) & _trained_models(b)  # a model's own steps and settings matter where both trained it
     for part in SETTING_PARTS:
         va, vb = setting(a, part), setting(b, part)
         if part == "retraining" and isinstance(va, dict) and isinstance(vb, dict):
-            va, vb = _shared_model_steps(va, vb), _shared_model_steps(vb, va)
+            va, vb = _model_steps_of(va, shared), _model_steps_of(vb, shared)
         if va != vb:
             out.append(f"setting.{part} ({va} vs {vb})")
-    shared = _trained_models(a) & _trained_models(b)  # a model's own settings matter where both trained it
     ca, cb = (config_for_models(config_less_run_choice(recorded_config(i)), shared) for i in (a, b))
     out += [f"config {path} ({va!r} vs {vb!r})" for path, va, vb in _config_differences(ca, cb)]
     sa, sb = (((i.get("factor_capture") or {}).get("sample")) for i in (a, b))
@@ -82,12 +83,12 @@ def _trained_models(inputs: dict) -> set:
     return {run["model"] for run in _retrained(inputs)}
 
 
-def _shared_model_steps(retraining: dict, other: dict) -> dict:
-    """``setting.retraining`` with ``model_steps`` cut to the models the other workdir records too: a workdir that
-    retrained fewer models (``retrain.models``) records fewer, and only the steps of models in both must agree."""
-    shared = set(retraining.get("model_steps") or {}) & set(other.get("model_steps") or {})
+def _model_steps_of(retraining: dict, models: set) -> dict:
+    """``setting.retraining`` with ``model_steps`` cut to ``models``: a workdir records steps for the models it
+    retrained and for those the preset gives steps of their own, and only the steps of models both workdirs retrained
+    decide a pooled score."""
     steps = retraining.get("model_steps") or {}
-    return {**retraining, "model_steps": {m: s for m, s in steps.items() if m in shared}}
+    return {**retraining, "model_steps": {m: s for m, s in steps.items() if m in models}}
 
 
 def _config_differences(a, b, path: str = "") -> list[tuple]:
