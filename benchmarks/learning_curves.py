@@ -8,6 +8,10 @@ same file sizes a preset's budget. ``--factors N`` also records, per leg, which 
 (``benchmarks/factor_capture.py``: per-factor gap, best normalised MI — the regime gate's measure — and carrying
 latent), measured at that leg's checkpoint before the next leg overwrites it.
 
+Stopped and run again with the same arguments, it goes on where it stopped: a leg whose row is already in
+``--out/curves.jsonl`` (same run folder and steps) is skipped, and the leg in progress continues from the previous
+leg's checkpoint (the trainer refuses to shorten a run, so it could not be trained again from its first leg).
+
 Usage::
 
     python benchmarks/learning_curves.py --store S.zarr --model beta-vae --seeds 0,1,2 \
@@ -44,6 +48,14 @@ def flat_scalars(metrics: dict) -> dict:
     return out
 
 
+def legs_written(rows_path: Path) -> set:
+    """{(run folder, steps)} of the legs whose rows ``rows_path`` already holds (empty when there is none)."""
+    if not rows_path.exists():
+        return set()
+    rows = (json.loads(line) for line in rows_path.read_text().splitlines() if line.strip())
+    return {(row["run_dir"], int(row["steps"])) for row in rows}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", required=True)
@@ -73,9 +85,12 @@ def main(argv=None):
     model_config = parse_sets(args.set)
     store = open_store(args.store) if args.factors else None  # opened once, read at every leg
     tag = "-".join(f"{k}{v}" for k, v in sorted(model_config.items()))
+    done = legs_written(out / "curves.jsonl")
     for seed in [int(s) for s in args.seeds.split(",")]:
         run_dir = out / f"{args.model}{'-' + args.tag if args.tag else ''}{'-' + tag if tag else ''}-s{seed}"
         for steps in [int(s) for s in args.steps.split(",")]:
+            if (str(run_dir), steps) in done:
+                continue
             t0 = time.perf_counter()
             train_run({"model": args.model, "seed": seed, "model_config": model_config,
                        "train": {"steps": steps, "checkpoint_every": steps, "log_every": 100}},
