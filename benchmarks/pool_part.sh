@@ -31,6 +31,12 @@ mapfile -t parts < <(find "$report/inputs" -mindepth 1 -maxdepth 1 -type d -name
 [ ${#parts[@]} -gt 0 ] || fail "$report/inputs holds no part-<n>"
 legs_log=$runs/$(basename "$workdir")-legs.log
 [ -f "$legs_log" ] || fail "no legs log $legs_log (long_run.sh writes one per workdir)"
+# A FROM copy starts with its source's report_inputs.json (hard-linked, the source's time): the part has finished only
+# when its own last leg wrote a newer one.
+last_leg=$(awk '/^leg start/ {t = $3} END {print t}' "$legs_log")
+[ -n "$last_leg" ] || fail "$legs_log has no 'leg start' line"
+[ "$(stat -c %Y "$workdir/report_inputs.json")" -ge "$(date -d "$last_leg" +%s)" ] \
+  || fail "$workdir/report_inputs.json is older than its last leg ($last_leg): that leg has not finished"
 
 scratch=$(mktemp -d "$(dirname "$report")/.pool-$(basename "$report").XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
