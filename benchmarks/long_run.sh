@@ -14,6 +14,9 @@
 # to /root/probe-runs.
 # Kernel switches in the environment (ONEDNN_MAX_CPU_ISA=AVX2, ...) pass to the run and are written in the leg's line
 # with the CPU model: every leg of one workdir needs the same ones.
+# To leave a core to other work, pin the leg: `taskset -c 1 benchmarks/long_run.sh ...` gives one single-threaded
+# worker (the pipeline sizes its LocalCluster from the CPUs it may use); `--workers 1` alone gives that worker every
+# core's torch threads (probe.pipeline.executors.local_cluster_size), which then compete with the other work.
 # FROM=OTHER makes a missing workdir a hard-linked copy of $PROBE_RUNS/OTHER (its finished stages are reused; the
 # files the pipeline appends to, its logs, are copied), for a part of a run that adds seeds or models to OTHER's:
 #   FROM=shapes3d-cpu-p2-s105 benchmarks/long_run.sh shapes3d-cpu-p2-s106 0535676 modify-shapes3d cpu \
