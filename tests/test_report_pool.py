@@ -244,3 +244,19 @@ def test_a_reports_archived_inputs_pool_with_a_later_workdir_after_the_first_is_
     assert summary["tables"] == expected["tables"] and summary["datasets"] == expected["datasets"]
     for part in ("part-1", "part-2"):
         assert load_inputs(tmp_path / "rep" / ARCHIVE_DIR / part)["runs"]
+
+
+def test_rewriting_a_copied_workdirs_inputs_leaves_its_hard_linked_source_as_it_was(tmp_path):
+    # long_run.sh's FROM copy hard-links the source's report_inputs.json; benchmarks/pool_part.sh takes the copy's
+    # file as its own only when it is newer than the part's last leg. Both hold only while write_inputs replaces the
+    # file (a new inode) instead of writing through the link into the source workdir.
+    source, copy = tmp_path / "source", tmp_path / "copy"
+    source.mkdir()
+    copy.mkdir()
+    first = write_inputs(source, {"runs": ["source"]})
+    (copy / first.name).hardlink_to(first)
+    before = first.read_bytes()
+    write_inputs(copy, {"runs": ["copy"]})
+    assert first.read_bytes() == before
+    assert json.loads((copy / first.name).read_text())["runs"] == ["copy"]
+    assert (copy / first.name).stat().st_ino != first.stat().st_ino
