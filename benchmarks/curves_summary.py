@@ -97,6 +97,9 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if (args.into is None) != (args.note is None):
         parser.error("--into and --note go together")
+    missing = [path for path in args.rows if not Path(path).is_file()]
+    if missing:  # e.g. an unexpanded glob before a run's first leg has written its curves.jsonl
+        parser.error(f"no such rows file: {', '.join(missing)}")
     rows = read_rows(args.rows)
     print("\n".join(summary_lines(rows, args.enough)))
     if args.into:

@@ -48,3 +48,12 @@ def test_summary_counts_factors_at_the_gate_threshold_and_bounds_the_mean(tmp_pa
     assert "n 2  mig 0.500 ± 0.707" in last and "≥2 factors in 1 of 2" in last
     # mean + t(0.95, 1) · sd / √2 = 0.5 + 6.3138 · 0.7071 / 1.4142
     assert curves_summary.upper_bound_95([0.0, 1.0]) == pytest.approx(0.5 + 6.313752 * 0.5, abs=1e-5)
+
+
+def test_a_missing_rows_file_is_one_message_and_exit_2_with_nothing_written(tmp_path, capsys):
+    results = tmp_path / "results.jsonl"
+    with pytest.raises(SystemExit) as stop:
+        curves_summary.main([str(tmp_path / "s*" / "curves.jsonl"), "--into", str(results), "--note", "n"])
+    assert stop.value.code == 2
+    assert "no such rows file" in capsys.readouterr().err
+    assert not results.exists()
