@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 from pathlib import Path
 
@@ -84,7 +85,9 @@ def merge_into(results: Path, rows: list[dict], note: str) -> int:
     have = {row_key(r) for r in kept}
     new = [{**r, "note": note} for r in rows if row_key(r) not in have]
     merged = sorted(kept + new, key=lambda r: (r.get("tag", ""), int(r["seed"]), int(r["steps"])))
-    results.write_text("".join(json.dumps(r) + "\n" for r in merged))
+    partial = results.with_name(results.name + ".partial")  # a stop mid-write leaves the committed file whole
+    partial.write_text("".join(json.dumps(r) + "\n" for r in merged))
+    os.replace(partial, results)
     return len(new)
 
 
