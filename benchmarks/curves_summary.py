@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 from pathlib import Path
 
 from scipy import stats
 
+from probe.provenance import atomic_path
 from probe.report.gates import CAPTURE_THRESHOLD
 
 
@@ -85,9 +85,8 @@ def merge_into(results: Path, rows: list[dict], note: str) -> int:
     have = {row_key(r) for r in kept}
     new = [{**r, "note": note} for r in rows if row_key(r) not in have]
     merged = sorted(kept + new, key=lambda r: (r.get("tag", ""), int(r["seed"]), int(r["steps"])))
-    partial = results.with_name(results.name + ".partial")  # a stop mid-write leaves the committed file whole
-    partial.write_text("".join(json.dumps(r) + "\n" for r in merged))
-    os.replace(partial, results)
+    with atomic_path(results, overwrite=True) as partial:  # a stop mid-write leaves the committed file whole
+        partial.write_text("".join(json.dumps(r) + "\n" for r in merged))
     return len(new)
 
 
