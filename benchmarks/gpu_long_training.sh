@@ -50,7 +50,8 @@ JOBS_WANTED=${ONLY:-shapes3d64 dsprites64}
 JOBS_RETURNED=${RETURN:-$JOBS_WANTED}
 ROWS="$OUT/long_training.jsonl"
 # a job names its store and its model settings; two jobs may share a store
-store_name() { case $1 in dsprites64full*) echo dsprites64full ;; dsprites64*) echo dsprites64 ;; s3d32near-*-w[0-9]*) echo "${1%-w*}" ;; *) echo "$1" ;; esac; }
+store_name() { case $1 in dsprites64full*) echo dsprites64full ;; dsprites64*) echo dsprites64 ;; s3d32near-*-w[0-9]*) echo "${1%-w*}" ;;
+  s3d64near-w[0-9]*) echo shapes3d64near ;; *) echo "$1" ;; esac; }
 # s3d32near-<variant> jobs: a 32×32 closer-camera store carried in (orig, or a mod store written by `probe perturb
 # apply` on the CPU: CARRY/s3d32near-<variant>.zarr.tar.xz), trained at the cpu preset's retrain settings (w 4, lr 5e-4,
 # 6 latents) for the seeds in SEEDS (default 0-4; the pipeline's retrain seeds are 100-104). The tar holds the store
@@ -59,11 +60,15 @@ store_name() { case $1 in dsprites64full*) echo dsprites64full ;; dsprites64*) e
 # s3d32near-<variant>-w<N>: the same store at reconstruction weight N (w 2: the KL weighs 2× Table 2's balance; w 1: 4×).
 # Issue 24, session 27: at w 4 the β-VAE often holds a hue as a circle on two latents (MIG ≈ 0.3); at w 1 (the old
 # quick presets, default camera) it kept two latents open, each room hue cut onto one; w 2 is the variable between.
+# s3d64near-w<N>: the 64×64 closer-camera store (shapes3d64near) at lr 5e-4, 6 latents, reconstruction weight N (w 1 is
+# Table 2's balance there, w 2 the KL at half of it): the CPU curves of issue 24's fifty-first to fifty-third legs
+# (benchmarks/results/learning_curves_shapes3d64near_w{1,2}_lr5e-4_cpu.jsonl) continued on a GPU, e.g.
+#   ONLY="s3d64near-w2 s3d64near-w1" RETURN=s3d64near-w2 SEEDS=0,1,2,3,4,5,6,7,8,9 STEPS=20000,40000,60000 ...
 store_of() { echo "$W/$(store_name "$1").zarr"; }
 job_sets() {  # a job's hyperparameters beyond Table 2's
   case $1 in
     dsprites64b32) echo "--set beta=32" ;;  # 4x Table 2's KL weight (issue 24: dSprites-like's next single variable)
-    s3d32near-*-w[0-9]*) echo "--set lr=5e-4 --set reconstruction_weight=${1##*-w} --set num_latent=6" ;;
+    s3d32near-*-w[0-9]*|s3d64near-w[0-9]*) echo "--set lr=5e-4 --set reconstruction_weight=${1##*-w} --set num_latent=6" ;;
     s3d32near-*) echo "--set lr=5e-4 --set reconstruction_weight=4 --set num_latent=6" ;;
   esac
 }
