@@ -63,7 +63,9 @@ store_name() { case $1 in dsprites64full*) echo dsprites64full ;; dsprites64*) e
 # s3d64near-w<N>: the 64×64 closer-camera store (shapes3d64near) at lr 5e-4, 6 latents, reconstruction weight N (w 1 is
 # Table 2's balance there, w 2 the KL at half of it): the CPU curves of issue 24's fifty-first to fifty-third legs
 # (benchmarks/results/learning_curves_shapes3d64near_w{1,2}_lr5e-4_cpu.jsonl) continued on a GPU, e.g.
-#   ONLY="s3d64near-w2 s3d64near-w1" RETURN=s3d64near-w2 SEEDS=0,1,2,3,4,5,6,7,8,9 STEPS=20000,40000,60000 ...
+#   ONLY="s3d64near-w2 s3d64near-w1" RETURN=none SEEDS=0,1,2,3,4,5,6,7,8,9 STEPS=20000,40000,60000 ...
+# (ten seeds' run folders are more than a call's 8 files: RETURN=none brings back the rows; a lease's second call
+# still finds the run folders in WORK while the machine is warm)
 store_of() { echo "$W/$(store_name "$1").zarr"; }
 job_sets() {  # a job's hyperparameters beyond Table 2's
   case $1 in
