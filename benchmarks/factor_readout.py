@@ -9,8 +9,14 @@ factor on the mean codes (``probe.metrics.dci.dci_importance``, predictor ``rf``
 accuracy against chance (the share of the most frequent class in the test sample), the largest share of the forest's
 importance held by one latent, and which latent that is.
 
+``--explain`` asks the converse for each latent: which factors its mean code is a function of. A random-forest
+regression of the latent on the factors (the same samples) gives the test R² from all factors, from each ``--subset``
+of them, and the forest's importance per factor. A latent that is a function of several factors at once (an
+interaction) reads a high R² from all of them and a low one from any subset that leaves one out.
+
 usage: python benchmarks/factor_readout.py --store STORE --run RUN_DIR [--run RUN_DIR ...]
        [--num-train 5000] [--num-test 2000] [--seed 0] [--json OUT]
+       [--explain [--subset scale,shape ...]]
   (an unfinished run is read at its latest checkpoint, e.g. a learning curve's run between legs)
 """
 
@@ -41,15 +47,44 @@ def readout(train_codes, train_factors, test_codes, test_factors, seed: int = 0,
             "top_latent": [int(i) for i in share.argmax(axis=0)]}
 
 
-def factor_readout(run_dir, store, num_train: int, num_test: int, seed: int) -> dict:
-    """``readout`` of one run's mean codes on the metrics' train and test draws (evaluation seed)."""
+def latent_explained(train_codes, train_factors, test_codes, test_factors, subsets=(), seed: int = 0,
+                     n_estimators: int = 100) -> list[dict]:
+    """Per latent: its spread, the test R² of a random-forest regression on all factors and on each subset (tuples
+    of factor indices), and the all-factor forest's importance per factor."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    def fit(columns, z):
+        model = RandomForestRegressor(n_estimators, max_depth=12, random_state=seed, n_jobs=1)
+        model.fit(train_factors[:, columns], train_codes[:, z])
+        residual = test_codes[:, z] - model.predict(test_factors[:, columns])
+        return model, float(1.0 - np.mean(residual ** 2) / max(float(np.var(test_codes[:, z])), 1e-12))
+
+    train_factors, test_factors = np.asarray(train_factors), np.asarray(test_factors)
+    everything = list(range(train_factors.shape[1]))
+    rows = []
+    for z in range(train_codes.shape[1]):
+        model, r2 = fit(everything, z)
+        rows.append({"latent": z, "sd": round(float(np.std(test_codes[:, z])), 3), "r2_all": round(r2, 3),
+                     "r2_subsets": [round(fit(list(sub), z)[1], 3) for sub in subsets],
+                     "importance": [round(float(v), 3) for v in model.feature_importances_]})
+    return rows
+
+
+def encoded_samples(run_dir, store, num_train: int, num_test: int, seed: int):
+    """(train factors, train mean codes, test factors, test mean codes) of one run on the metrics' draws."""
     from probe.train import load_run, model_encoder
 
     train, test = draw_train_test(np.asarray(store.factor_sizes), num_train, num_test, seed, 16)
     model, config = load_run(run_dir, allow_incomplete=True)
     encoder = model_encoder(model, "cpu", 2048, config)
-    codes = [encoder.encode(store.read(store.index_of(f)))["codes"] for f in (train, test)]
-    return readout(codes[0], train, codes[1], test, seed)
+    return (train, encoder.encode(store.read(store.index_of(train)))["codes"],
+            test, encoder.encode(store.read(store.index_of(test)))["codes"])
+
+
+def factor_readout(run_dir, store, num_train: int, num_test: int, seed: int) -> dict:
+    """``readout`` of one run's mean codes on the metrics' train and test draws (evaluation seed)."""
+    train, train_codes, test, test_codes = encoded_samples(run_dir, store, num_train, num_test, seed)
+    return readout(train_codes, train, test_codes, test, seed)
 
 
 def main() -> None:
@@ -60,9 +95,30 @@ def main() -> None:
     parser.add_argument("--num-test", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the rows as JSON lines here")
+    parser.add_argument("--explain", action="store_true", help="per latent: which factors its code is a function of")
+    parser.add_argument("--subset", action="append", default=[],
+                        help="with --explain: factor names, comma-separated, to regress each latent on (repeatable)")
     args = parser.parse_args()
     store = open_store(args.store)
     names = store.factor_names
+    if args.explain:
+        unknown = sorted({n for sub in args.subset for n in sub.split(",")} - set(names))
+        if unknown:
+            parser.error(f"--subset: no factor {', '.join(unknown)} (the store's: {', '.join(names)})")
+        subsets = [tuple(names.index(n) for n in sub.split(",")) for sub in args.subset]
+        rows = []
+        for run_dir in args.run:
+            train, train_codes, test, test_codes = encoded_samples(run_dir, store, args.num_train, args.num_test,
+                                                                   args.seed)
+            for row in latent_explained(train_codes, train, test_codes, test, subsets, args.seed):
+                rows.append({"run": run_dir, **row, "subsets": args.subset})
+                fits = "  ".join(f"R² from {sub} {r2:.2f}" for sub, r2 in zip(args.subset, row["r2_subsets"]))
+                shares = " ".join(f"{n} {v:.2f}" for n, v in zip(names, row["importance"]))
+                print(f"{Path(run_dir).name} latent {row['latent']}: sd {row['sd']:.2f}  R² from all "
+                      f"{row['r2_all']:.2f}  {fits}  importance: {shares}", flush=True)
+        if args.json:
+            Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return
     print("| run | " + " | ".join(f"{n}: acc (chance) top share @latent" for n in names) + " |")
     print("|---" * (1 + len(names)) + "|")
     rows = []

@@ -33,3 +33,18 @@ def test_readout_tells_an_aligned_factor_a_spread_one_and_a_missing_one_apart():
         assert accuracy[k] > 0.9 and share[k] < 0.75 and row["top_latent"][k] in (1, 2)
     assert abs(accuracy[3] - 0.25) < 0.06 and accuracy[3] <= row["chance"][3] + 0.03  # missing: chance
     assert all(0.2 < c < 0.3 for c in row["chance"])
+
+
+def test_explain_finds_a_latent_that_is_an_interaction_of_two_factors():
+    rng = np.random.default_rng(1)
+    train, test = (rng.integers(0, 4, size=(n, 3)) for n in (2000, 1000))
+
+    def codes(f):  # latent 0 = factor a; latent 1 = b with its sign set by c (an interaction: no main effect of b)
+        sign = np.where(f[:, 2] % 2 == 0, 1.0, -1.0)
+        return np.stack([f[:, 0] - 1.5, sign * (f[:, 1] - 1.5)], axis=1) + 0.05 * rng.standard_normal((len(f), 2))
+
+    rows = factor_readout.latent_explained(codes(train), train, codes(test), test, subsets=[(0,), (1,), (1, 2)],
+                                           n_estimators=30)
+    assert rows[0]["r2_all"] > 0.95 and rows[0]["r2_subsets"][0] > 0.95 and rows[0]["r2_subsets"][1] < 0.05
+    assert rows[1]["r2_all"] > 0.95 and rows[1]["r2_subsets"][1] < 0.05 and rows[1]["r2_subsets"][2] > 0.95
+    assert rows[1]["importance"][0] < 0.05 < rows[1]["importance"][2]
