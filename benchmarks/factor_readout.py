@@ -87,6 +87,12 @@ def factor_readout(run_dir, store, num_train: int, num_test: int, seed: int) -> 
     return readout(train_codes, train, test_codes, test, seed)
 
 
+def run_label(run_dir) -> str:
+    """A run folder's name, or its job's for a pipeline run (``.../jobs/seed3/run`` reads ``seed3/run``)."""
+    path = Path(run_dir)
+    return path.name if path.name != "run" else f"{path.parent.name}/{path.name}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", required=True, help="the store the runs trained on")
@@ -114,7 +120,7 @@ def main() -> None:
                 rows.append({"run": run_dir, **row, "subsets": args.subset})
                 fits = "  ".join(f"R² from {sub} {r2:.2f}" for sub, r2 in zip(args.subset, row["r2_subsets"]))
                 shares = " ".join(f"{n} {v:.2f}" for n, v in zip(names, row["importance"]))
-                print(f"{Path(run_dir).name} latent {row['latent']}: sd {row['sd']:.2f}  R² from all "
+                print(f"{run_label(run_dir)} latent {row['latent']}: sd {row['sd']:.2f}  R² from all "
                       f"{row['r2_all']:.2f}  {fits}  importance: {shares}", flush=True)
         if args.json:
             Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -127,7 +133,7 @@ def main() -> None:
         rows.append(row)
         cells = " | ".join(f"{a:.2f} ({c:.2f}) {s:.2f} @{z}" for a, c, s, z in
                            zip(row["accuracy"], row["chance"], row["top_share"], row["top_latent"]))
-        print(f"| {Path(run_dir).name} | {cells} |", flush=True)
+        print(f"| {run_label(run_dir)} | {cells} |", flush=True)
     if args.json:
         Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in rows))
 
