@@ -36,15 +36,23 @@ from probe.metrics.sampler import draw_train_test
 def readout(train_codes, train_factors, test_codes, test_factors, seed: int = 0, n_estimators: int | None = None
             ) -> dict:
     """Per-factor read-out accuracy on the test sample, chance (its most frequent class's share), and the largest
-    share of the forest's importance held by one latent, with that latent's index."""
+    share of the forest's importance held by one latent, with that latent's index (None for a factor constant in the
+    train sample, which the DCI forest leaves out as every metric does)."""
+    from probe.metrics._common import varying_factors
+
     importance, _, test_acc = dci_importance(train_codes, train_factors, test_codes, test_factors, predictor="rf",
                                              seed=seed, n_estimators=n_estimators, n_jobs=1)
     share = importance / np.maximum(importance.sum(axis=0, keepdims=True), 1e-12)
     test_factors = np.asarray(test_factors)
-    chance = [float(np.bincount(test_factors[:, k]).max() / len(test_factors)) for k in range(test_factors.shape[1])]
-    return {"accuracy": [round(float(a), 3) for a in test_acc], "chance": [round(c, 3) for c in chance],
-            "top_share": [round(float(s), 3) for s in share.max(axis=0)],
-            "top_latent": [int(i) for i in share.argmax(axis=0)]}
+    num_factors = test_factors.shape[1]
+    row = {"accuracy": [None] * num_factors, "top_share": [None] * num_factors, "top_latent": [None] * num_factors,
+           "chance": [round(float(np.bincount(test_factors[:, k]).max() / len(test_factors)), 3)
+                      for k in range(num_factors)]}
+    for column, k in enumerate(varying_factors(np.asarray(train_factors))):
+        row["accuracy"][k] = round(float(test_acc[column]), 3)
+        row["top_share"][k] = round(float(share[:, column].max()), 3)
+        row["top_latent"][k] = int(share[:, column].argmax())
+    return row
 
 
 def latent_explained(train_codes, train_factors, test_codes, test_factors, subsets=(), seed: int = 0,
@@ -107,6 +115,8 @@ def main() -> None:
     args = parser.parse_args()
     store = open_store(args.store)
     names = store.factor_names
+    if args.subset and not args.explain:
+        parser.error("--subset goes with --explain")
     if args.explain:
         unknown = sorted({n for sub in args.subset for n in sub.split(",")} - set(names))
         if unknown:
@@ -131,7 +141,7 @@ def main() -> None:
     for run_dir in args.run:
         row = {"run": run_dir, **factor_readout(run_dir, store, args.num_train, args.num_test, args.seed)}
         rows.append(row)
-        cells = " | ".join(f"{a:.2f} ({c:.2f}) {s:.2f} @{z}" for a, c, s, z in
+        cells = " | ".join("constant" if a is None else f"{a:.2f} ({c:.2f}) {s:.2f} @{z}" for a, c, s, z in
                            zip(row["accuracy"], row["chance"], row["top_share"], row["top_latent"]))
         print(f"| {run_label(run_dir)} | {cells} |", flush=True)
     if args.json:
@@ -139,4 +149,12 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from probe.errors import UserError
+
+    try:
+        main()
+    except UserError as error:  # a wrong path or store: one line and exit 2, as the CLI does
+        print(f"factor_readout.py: {error}", file=sys.stderr)
+        sys.exit(2)

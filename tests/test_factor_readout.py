@@ -48,3 +48,12 @@ def test_explain_finds_a_latent_that_is_an_interaction_of_two_factors():
     assert rows[0]["r2_all"] > 0.95 and rows[0]["r2_subsets"][0] > 0.95 and rows[0]["r2_subsets"][1] < 0.05
     assert rows[1]["r2_all"] > 0.95 and rows[1]["r2_subsets"][1] < 0.05 and rows[1]["r2_subsets"][2] > 0.95
     assert rows[1]["importance"][0] < 0.05 < rows[1]["importance"][2]
+
+
+def test_a_factor_constant_in_the_sample_is_left_out_as_every_metric_leaves_it():
+    rng = np.random.default_rng(2)
+    train, test = (np.c_[rng.integers(0, 4, size=(n, 1)), np.zeros((n, 1), dtype=int)] for n in (500, 200))
+    codes = lambda f: f[:, :1] + 0.05 * rng.standard_normal((len(f), 1))  # noqa: E731
+    row = factor_readout.readout(codes(train), train, codes(test), test, n_estimators=10)
+    assert row["accuracy"][0] > 0.95 and row["top_latent"][0] == 0
+    assert row["accuracy"][1] is None and row["top_share"][1] is None and row["chance"][1] == 1.0
