@@ -117,24 +117,34 @@ def main() -> None:
     names = store.factor_names
     if args.subset and not args.explain:
         parser.error("--subset goes with --explain")
-    if args.explain:
-        unknown = sorted({n for sub in args.subset for n in sub.split(",")} - set(names))
-        if unknown:
-            parser.error(f"--subset: no factor {', '.join(unknown)} (the store's: {', '.join(names)})")
-        subsets = [tuple(names.index(n) for n in sub.split(",")) for sub in args.subset]
-        rows = []
-        for run_dir in args.run:
-            train, train_codes, test, test_codes = encoded_samples(run_dir, store, args.num_train, args.num_test,
-                                                                   args.seed)
-            for row in latent_explained(train_codes, train, test_codes, test, subsets, args.seed):
-                rows.append({"run": run_dir, **row, "subsets": args.subset})
-                fits = "  ".join(f"R² from {sub} {r2:.2f}" for sub, r2 in zip(args.subset, row["r2_subsets"]))
-                shares = " ".join(f"{n} {v:.2f}" for n, v in zip(names, row["importance"]))
-                print(f"{run_label(run_dir)} latent {row['latent']}: sd {row['sd']:.2f}  R² from all "
-                      f"{row['r2_all']:.2f}  {fits}  importance: {shares}", flush=True)
-        if args.json:
-            Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in rows))
-        return
+    unknown = sorted({n for sub in args.subset for n in sub.split(",")} - set(names))
+    if unknown:
+        parser.error(f"--subset: no factor {', '.join(unknown)} (the store's: {', '.join(names)})")
+    rows = explain_rows(args, store) if args.explain else readout_rows(args, store)
+    if args.json:
+        Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def explain_rows(args, store) -> list[dict]:
+    """``--explain``: per run and latent, print and return ``latent_explained``'s row."""
+    names = store.factor_names
+    subsets = [tuple(names.index(n) for n in sub.split(",")) for sub in args.subset]
+    rows = []
+    for run_dir in args.run:
+        train, train_codes, test, test_codes = encoded_samples(run_dir, store, args.num_train, args.num_test,
+                                                               args.seed)
+        for row in latent_explained(train_codes, train, test_codes, test, subsets, args.seed):
+            rows.append({"run": run_dir, **row, "subsets": args.subset})
+            fits = "  ".join(f"R² from {sub} {r2:.2f}" for sub, r2 in zip(args.subset, row["r2_subsets"]))
+            shares = " ".join(f"{n} {v:.2f}" for n, v in zip(names, row["importance"]))
+            print(f"{run_label(run_dir)} latent {row['latent']}: sd {row['sd']:.2f}  R² from all "
+                  f"{row['r2_all']:.2f}  {fits}  importance: {shares}", flush=True)
+    return rows
+
+
+def readout_rows(args, store) -> list[dict]:
+    """Per run, print (a markdown table row) and return ``factor_readout``'s row."""
+    names = store.factor_names
     print("| run | " + " | ".join(f"{n}: acc (chance) top share @latent" for n in names) + " |")
     print("|---" * (1 + len(names)) + "|")
     rows = []
@@ -144,8 +154,7 @@ def main() -> None:
         cells = " | ".join("constant" if a is None else f"{a:.2f} ({c:.2f}) {s:.2f} @{z}" for a, c, s, z in
                            zip(row["accuracy"], row["chance"], row["top_share"], row["top_latent"]))
         print(f"| {run_label(run_dir)} | {cells} |", flush=True)
-    if args.json:
-        Path(args.json).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
 
 
 if __name__ == "__main__":
