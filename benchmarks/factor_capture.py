@@ -27,13 +27,23 @@ from probe.metrics.sampler import draw_train_test
 from probe.report.schema import load_inputs, resolve_path
 
 
-def encode_sample(run_dir, store, num_train: int, seed: int, allow_incomplete: bool = False) -> tuple[np.ndarray, dict]:
-    """(factors [N, K], the encoder's output) of one run on MIG's sample (``draw_train_test``, evaluation seed)."""
+def encode_draws(run_dir, store, num_train: int, num_test: int, seed: int, allow_incomplete: bool = False
+                 ) -> tuple[np.ndarray, dict, np.ndarray, dict]:
+    """(train factors, the encoder's output on them, test factors, its output on them) of one run on the metrics'
+    train and test draws (``draw_train_test``, evaluation seed; the train draw does not depend on ``num_test``)."""
     from probe.train import load_run, model_encoder
 
-    factors, _ = draw_train_test(np.asarray(store.factor_sizes), num_train, 1, seed, 16)
+    train, test = draw_train_test(np.asarray(store.factor_sizes), num_train, num_test, seed, 16)
     model, config = load_run(run_dir, allow_incomplete=allow_incomplete)
-    return factors, model_encoder(model, "cpu", 2048, config).encode(store.read(store.index_of(factors)))
+    encoder = model_encoder(model, "cpu", 2048, config)
+    return (train, encoder.encode(store.read(store.index_of(train))),
+            test, encoder.encode(store.read(store.index_of(test))) if len(test) else {})
+
+
+def encode_sample(run_dir, store, num_train: int, seed: int, allow_incomplete: bool = False) -> tuple[np.ndarray, dict]:
+    """(factors [N, K], the encoder's output) of one run on MIG's sample (``draw_train_test``, evaluation seed)."""
+    factors, out, _, _ = encode_draws(run_dir, store, num_train, 0, seed, allow_incomplete)
+    return factors, out
 
 
 def latent_factor_mi(run_dir, store, num_train: int, seed: int, allow_incomplete: bool = False

@@ -30,7 +30,6 @@ import numpy as np
 
 from probe.data import open_store
 from probe.metrics.dci import dci_importance
-from probe.metrics.sampler import draw_train_test
 
 
 def readout(train_codes, train_factors, test_codes, test_factors, seed: int = 0, n_estimators: int | None = None
@@ -79,14 +78,12 @@ def latent_explained(train_codes, train_factors, test_codes, test_factors, subse
 
 
 def encoded_samples(run_dir, store, num_train: int, num_test: int, seed: int):
-    """(train factors, train mean codes, test factors, test mean codes) of one run on the metrics' draws."""
-    from probe.train import load_run, model_encoder
+    """(train factors, train mean codes, test factors, test mean codes) of one run on the metrics' draws; an
+    unfinished run is read at its latest checkpoint."""
+    from factor_capture import encode_draws  # this folder is sys.path[0] when run as a script
 
-    train, test = draw_train_test(np.asarray(store.factor_sizes), num_train, num_test, seed, 16)
-    model, config = load_run(run_dir, allow_incomplete=True)
-    encoder = model_encoder(model, "cpu", 2048, config)
-    return (train, encoder.encode(store.read(store.index_of(train)))["codes"],
-            test, encoder.encode(store.read(store.index_of(test)))["codes"])
+    train, train_out, test, test_out = encode_draws(run_dir, store, num_train, num_test, seed, allow_incomplete=True)
+    return train, train_out["codes"], test, test_out["codes"]
 
 
 def factor_readout(run_dir, store, num_train: int, num_test: int, seed: int) -> dict:
